@@ -1,0 +1,79 @@
+"""memvault: pluggable long-term memory for AI agents.
+
+Open a provider and call its four verbs::
+
+    import memvault
+    vault = memvault.open("memory")
+    vault.retain(memvault.RetainRequest(workspace_id="w1", agent_id="a1", tier="AGENT",
+                                        content="Prefers metric units.", mode="append"))
+    hits = vault.recall(memvault.RecallRequest(workspace_id="w1", agent_id="a1", query="units"))
+"""
+
+from __future__ import annotations
+
+from memvault import errors
+from memvault.errors import (
+    CapExceeded,
+    ContentRejected,
+    InvalidRequest,
+    MemvaultError,
+    NotSupported,
+    PluginError,
+    ProviderNotFound,
+    Unauthorized,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from memvault.markers import hookimpl, hookspec
+from memvault.models import (
+    Capability,
+    ForgetRequest,
+    ForgetResult,
+    HealthStatus,
+    Mode,
+    Quarantine,
+    ReadRequest,
+    ReadResult,
+    RecallRequest,
+    RecallResult,
+    RecallSnippet,
+    RetainRequest,
+    RetainResult,
+    Tier,
+)
+from memvault.vault import AsyncVault, Vault, open, open_async, open_from_config  # noqa: A004
+
+__all__ = [
+    "AsyncVault",
+    "CapExceeded",
+    "Capability",
+    "ContentRejected",
+    "ForgetRequest",
+    "ForgetResult",
+    "HealthStatus",
+    "InvalidRequest",
+    "MemvaultError",
+    "Mode",
+    "NotSupported",
+    "PluginError",
+    "ProviderNotFound",
+    "Quarantine",
+    "ReadRequest",
+    "ReadResult",
+    "RecallRequest",
+    "RecallResult",
+    "RecallSnippet",
+    "RetainRequest",
+    "RetainResult",
+    "Tier",
+    "Unauthorized",
+    "UpstreamError",
+    "UpstreamTimeout",
+    "Vault",
+    "errors",
+    "hookimpl",
+    "hookspec",
+    "open",
+    "open_async",
+    "open_from_config",
+]

@@ -1,0 +1,264 @@
+"""The ``memvault`` command line: inspect providers and call the verbs.
+
+Every command reads ``memvault.toml`` (see :mod:`memvault.config`); ``--provider``
+and ``--option key=value`` override it. ``--json`` prints machine-readable
+output. Exit codes: 0 success, 1 an operation failed (or health is not ok),
+2 invalid input.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from memvault.errors import InvalidRequest, MemvaultError
+from memvault.models import ForgetRequest, ReadRequest, RecallRequest, RetainRequest, Tier
+from memvault.plugins import get_registry
+from memvault.vault import Vault, open_from_config, settings_from_pairs
+from memvault.wire import unstructure
+
+__all__ = ["cli", "main"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_TIERS = [t.value for t in Tier]
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain aligned text table."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+class _Context:
+    def __init__(self, config: str | None, provider: str | None, options: tuple[str, ...]) -> None:
+        self.config = config
+        self.provider = provider
+        self.options = options
+
+    def open(self) -> Vault:
+        from memvault.config import load_config
+        from memvault.vault import open as open_vault
+
+        settings = dict(settings_from_pairs(self.options))
+        if self.provider is None:
+            if not settings:
+                return open_from_config(self.config)
+            return open_from_config(self.config, **settings)
+        config = load_config(self.config)
+        merged: dict[str, Any] = dict(config.providers.get(self.provider, {}))
+        merged.update(settings)
+        return open_vault(self.provider, scanner=config.scanner, health_timeout=config.health_timeout, **merged)
+
+
+def _fail(exc: MemvaultError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(2 if isinstance(exc, InvalidRequest) else 1)
+
+
+def _emit(as_json: bool, payload: Any, text: str) -> None:
+    click.echo(json.dumps(payload, indent=2, ensure_ascii=False) if as_json else text)
+
+
+def _partition_options(func: _F) -> _F:
+    func = click.option("--crew", "crew_id", default="", help="Crew id (for the CREW tier).")(func)
+    func = click.option("--agent", "agent_id", default="", help="Agent id (for the agent tiers).")(func)
+    func = click.option("--workspace", "workspace_id", required=True, help="Workspace id.")(func)
+    return func
+
+
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="Path of memvault.toml.")
+@click.option("--provider", default=None, help="Provider name (overrides the config).")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="Provider setting.")
+@click.version_option(package_name="memvault")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, provider: str | None, options: tuple[str, ...]) -> None:
+    """memvault: pluggable long-term memory for AI agents."""
+    ctx.obj = _Context(config, provider, options)
+
+
+@cli.command()
+@click.option("--health", "with_health", is_flag=True, help="Open each provider's scratch instance and probe it.")
+@_json_option
+def providers(with_health: bool, as_json: bool) -> None:
+    """List installed providers with distribution, version and capabilities."""
+    registry = get_registry()
+    rows: list[dict[str, Any]] = []
+    for name in registry.names():
+        info = registry.get(name)
+        row: dict[str, Any] = {
+            "name": name,
+            "distribution": info.distribution,
+            "version": info.version,
+            "capabilities": sorted(info.capabilities),
+            "description": info.description,
+        }
+        if with_health:
+            row["health"] = _probe(name)
+        rows.append(row)
+    problems = [{"plugin": f.name, "distribution": f.distribution, "cause": f.cause} for f in registry.failures] + [
+        {"plugin": " and ".join(plugins), "distribution": "", "cause": f"both register provider {name!r}"}
+        for name, plugins in registry.conflicts.items()
+    ]
+    if as_json:
+        _emit(True, {"providers": rows, "problems": problems}, "")
+        return
+    headers = ["NAME", "DISTRIBUTION", "VERSION", "CAPABILITIES"] + (["HEALTH"] if with_health else [])
+    table = [
+        [r["name"], r["distribution"], r["version"], ",".join(r["capabilities"]) or "-"]
+        + ([r["health"]] if with_health else [])
+        for r in rows
+    ]
+    click.echo(render_table(headers, table))
+    for problem in problems:
+        click.echo(f"warning: plugin {problem['plugin']} not usable: {problem['cause']}", err=True)
+
+
+def _probe(name: str) -> str:
+    import tempfile
+    from pathlib import Path
+
+    from memvault.vault import open as open_vault
+
+    info = get_registry().get(name)
+    if info.scratch is None:
+        return "needs settings"
+    with tempfile.TemporaryDirectory(prefix="memvault-health-") as tmp:
+        try:
+            with open_vault(name, **dict(info.scratch(Path(tmp)))) as vault:
+                status = vault.health()
+        except MemvaultError as exc:
+            return f"error: {exc}"
+    return "ok" if status.ok else f"not ok: {status.message}"
+
+
+@cli.command()
+@_partition_options
+@click.option("--tier", type=click.Choice(_TIERS), required=True, help="Memory tier.")
+@click.option("--key", default="", help="Date for daily (default today), slug for peers.")
+@click.option("--mode", type=click.Choice(["replace", "append"]), required=True, help="Replace or append.")
+@click.option("--subject", "data_subject_id", default="", help="Data subject id, for erasure.")
+@click.argument("content", required=False)
+@_json_option
+@click.pass_obj
+def retain(obj: _Context, /, content: str | None, as_json: bool, **fields: str) -> None:
+    """Store CONTENT (or standard input when CONTENT is '-' or missing)."""
+    if content is None or content == "-":
+        content = sys.stdin.read()
+    try:
+        request = RetainRequest(content=content, **fields)
+        with obj.open() as vault:
+            result = vault.retain(request)
+    except MemvaultError as exc:
+        _fail(exc)
+        return
+    text = f"stored {result.id} ({result.bytes} bytes)"
+    if result.warning:
+        text += f"\nwarning: {result.warning}"
+    _emit(as_json, unstructure(result), text)
+
+
+@cli.command()
+@_partition_options
+@click.option("--tier", type=click.Choice(_TIERS), default=None, help="Only this tier (default: all readable).")
+@click.option("--limit", type=int, default=20, show_default=True, help="At most this many hits (1-20).")
+@click.argument("query")
+@_json_option
+@click.pass_obj
+def recall(obj: _Context, /, query: str, as_json: bool, **fields: Any) -> None:
+    """Search memory for lines matching QUERY."""
+    try:
+        request = RecallRequest(query=query, **fields)
+        with obj.open() as vault:
+            result = vault.recall(request)
+    except MemvaultError as exc:
+        _fail(exc)
+        return
+    rows = [[f"{h.score:.3f}", f"{h.source}:{h.line}", h.snippet.replace("\n", " ")[:100]] for h in result.hits]
+    text = render_table(["SCORE", "SOURCE", "SNIPPET"], rows) if rows else "no matches"
+    if result.quarantined:
+        text += "\nquarantined: " + ", ".join(result.quarantined)
+    _emit(as_json, unstructure(result), text)
+
+
+@cli.command()
+@_partition_options
+@click.option("--tier", type=click.Choice(_TIERS), required=True, help="Memory tier.")
+@click.option("--key", default="", help="Date for daily (default today), slug for peers.")
+@_json_option
+@click.pass_obj
+def read(obj: _Context, /, as_json: bool, **fields: str) -> None:
+    """Print one whole document."""
+    try:
+        request = ReadRequest(**fields)
+        with obj.open() as vault:
+            result = vault.read(request)
+    except MemvaultError as exc:
+        _fail(exc)
+        return
+    _emit(as_json, unstructure(result), result.content)
+
+
+@cli.command()
+@_partition_options
+@click.option("--id", "id_", default="", help="Document label, e.g. AGENT.md or daily/2026-01-31.md.")
+@click.option("--subject", "data_subject_id", default="", help="Erase every document of this data subject.")
+@_json_option
+@click.pass_obj
+def forget(obj: _Context, /, id_: str, data_subject_id: str, as_json: bool, **fields: str) -> None:
+    """Remove a document (--id) or every document of a data subject (--subject)."""
+    try:
+        request = ForgetRequest(id=id_, data_subject_id=data_subject_id, **fields)
+        with obj.open() as vault:
+            result = vault.forget(request)
+    except MemvaultError as exc:
+        _fail(exc)
+        return
+    _emit(as_json, unstructure(result), f"removed {result.removed} document(s)")
+
+
+@cli.command()
+@_json_option
+@click.pass_obj
+def health(obj: _Context, as_json: bool) -> None:
+    """Probe the configured provider; exit 1 when it is not healthy."""
+    try:
+        with obj.open() as vault:
+            status = vault.health()
+            name = vault.name
+    except MemvaultError as exc:
+        _fail(exc)
+        return
+    text = f"{name}: ok" if status.ok else f"{name}: NOT OK: {status.message}"
+    _emit(as_json, {"provider": name, **unstructure(status)}, text)
+    if not status.ok:
+        sys.exit(1)
+
+
+def _add_plugin_commands() -> None:
+    registry = get_registry()
+    for impl in registry.manager.hook.memvault_register_commands.get_hookimpls():
+        try:
+            impl.function(cli=cli)
+        except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the CLI
+            logging.getLogger("memvault.cli").warning(
+                "plugin %s could not add its commands: %s: %s", impl.plugin_name, type(exc).__name__, exc
+            )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``memvault`` console script."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _add_plugin_commands()
+    cli.main(args=list(argv) if argv is not None else None, prog_name="memvault")

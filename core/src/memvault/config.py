@@ -1,0 +1,97 @@
+"""``memvault.toml``: which provider to open, its settings, and the vault's options.
+
+.. code-block:: toml
+
+    provider = "sqlite"          # MEMVAULT_PROVIDER overrides
+    scanner = "builtin"          # or "off", or a scanner plugin's name
+    health_timeout = 0.2         # seconds; default 0.2 local, 1.0 remote
+
+    [providers.sqlite]
+    path = "memory.db"
+
+    [server]                     # read by `memvault serve` (memvault-http-remote)
+    port = 8765
+
+The file is found at the explicit path, else ``MEMVAULT_CONFIG``, else
+``./memvault.toml`` when it exists; with none, the defaults above apply.
+Unknown keys are rejected with the key named.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from attrs import field, frozen
+
+from memvault.errors import InvalidRequest
+from memvault.wire import structure
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["DEFAULT_PROVIDER", "Config", "find_config", "load_config"]
+
+DEFAULT_PROVIDER: Final = "sqlite"
+DEFAULT_FILE: Final = "memvault.toml"
+
+
+@frozen(kw_only=True)
+class Config:
+    """The parsed configuration."""
+
+    provider: str = DEFAULT_PROVIDER
+    scanner: str = "builtin"
+    health_timeout: float | None = None
+    providers: dict[str, dict[str, Any]] = field(factory=dict)
+    server: dict[str, Any] = field(factory=dict)
+    source: str = ""
+
+
+def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
+    """The config file to read, or ``None`` for the defaults."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("MEMVAULT_CONFIG")
+    if env:
+        return Path(env)
+    local = Path(DEFAULT_FILE)
+    return local if local.is_file() else None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read and validate the configuration, then apply ``MEMVAULT_PROVIDER``.
+
+    :raises InvalidRequest: for an unreadable file, bad TOML, or an unknown key.
+    """
+    found = find_config(path)
+    data: dict[str, Any] = {}
+    if found is not None:
+        try:
+            data = tomllib.loads(found.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InvalidRequest(
+                f"config file {str(found)!r} does not exist: create it or unset MEMVAULT_CONFIG",
+                field="config",
+            ) from None
+        except OSError as exc:
+            raise InvalidRequest(f"config file {str(found)!r} cannot be read: {exc}", field="config") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidRequest(f"config file {str(found)!r} is not valid TOML: {exc}", field="config") from None
+        data["source"] = str(found)
+    config = structure(data, Config, what=str(found) if found else "config")
+    override = os.environ.get("MEMVAULT_PROVIDER")
+    if override:
+        config = Config(
+            provider=override,
+            scanner=config.scanner,
+            health_timeout=config.health_timeout,
+            providers=config.providers,
+            server=config.server,
+            source=config.source,
+        )
+    return config

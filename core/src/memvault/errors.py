@@ -1,0 +1,107 @@
+"""The memvault error hierarchy.
+
+Callers branch on the class (``except CapExceeded``), never on message text.
+Every message says what was wrong and how to fix it. Providers wrap raw
+library exceptions (``sqlite3``, ``httpx``, ``OSError``) into these types with
+the cause chained (``raise UpstreamError(...) from exc``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CapExceeded",
+    "ContentRejected",
+    "InvalidRequest",
+    "MemvaultError",
+    "NotSupported",
+    "PluginError",
+    "ProviderNotFound",
+    "Unauthorized",
+    "UpstreamError",
+    "UpstreamTimeout",
+]
+
+
+class MemvaultError(Exception):
+    """Base class of every error memvault raises on purpose."""
+
+
+class InvalidRequest(MemvaultError, ValueError):
+    """A request broke a rule of the contract; nothing was read or written.
+
+    ``field`` names the offending field when there is one.
+    """
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class CapExceeded(MemvaultError):
+    """A retain would grow a document past its tier's size cap (contract P9).
+
+    The stored document is unchanged.
+    """
+
+    def __init__(self, *, tier: str, cap: int, projected: int, current: int) -> None:
+        super().__init__(
+            f"{tier} document would be {projected} bytes, over its cap of {cap} bytes "
+            f"(currently {current} bytes): shorten the content, or use mode='replace' "
+            "with a condensed body"
+        )
+        self.tier = tier
+        self.cap = cap
+        self.projected = projected
+        self.current = current
+
+
+class ContentRejected(MemvaultError):
+    """The scanner found a prompt-injection or exfiltration shape (contract P29-P30).
+
+    The live document is unchanged and a quarantine copy was kept for the operator.
+    """
+
+    def __init__(self, *, category: str, pattern: str, sha256: str, detail: str = "") -> None:
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"content rejected by the scanner: category {category!r}, pattern {pattern!r}"
+            f"{extra}; sha256 {sha256}. Remove the flagged text; an operator can inspect "
+            "the quarantined copy with `memvault quarantine show`"
+        )
+        self.category = category
+        self.pattern = pattern
+        self.sha256 = sha256
+
+
+class NotSupported(MemvaultError):
+    """The provider does not offer this optional capability."""
+
+
+class ProviderNotFound(MemvaultError, LookupError):
+    """No installed provider has that name; the message lists the installed ones."""
+
+    def __init__(self, name: str, installed: list[str]) -> None:
+        listing = ", ".join(sorted(installed)) or "none"
+        super().__init__(
+            f"no provider named {name!r} is installed; installed providers: {listing}. "
+            "Install the plugin distribution that provides it (for example "
+            f"`pip install memvault-{name}`) or pick one of the installed names"
+        )
+        self.name = name
+        self.installed = sorted(installed)
+
+
+class PluginError(MemvaultError):
+    """A plugin misbehaved: failed to load, broke a hook's contract, or clashed with another."""
+
+
+class UpstreamError(MemvaultError):
+    """The storage or service behind a provider failed; the cause is chained."""
+
+
+class UpstreamTimeout(UpstreamError, TimeoutError):
+    """The storage or service behind a provider did not answer in time."""
+
+
+class Unauthorized(MemvaultError, PermissionError):
+    """The credential is missing, expired, or not allowed to touch that workspace."""

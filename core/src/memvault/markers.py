@@ -1,0 +1,14 @@
+"""The pluggy markers. Project name and entry-point group are both ``memvault``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import pluggy
+
+PROJECT: Final = "memvault"
+
+#: Marks a hook specification in :mod:`memvault.hookspecs`.
+hookspec: Final = pluggy.HookspecMarker(PROJECT)
+#: Marks a hook implementation: ``@memvault.hookimpl def memvault_recall(self, request): ...``
+hookimpl: Final = pluggy.HookimplMarker(PROJECT)

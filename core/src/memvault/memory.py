@@ -1,0 +1,133 @@
+"""The ``memory`` provider: complete, thread-safe, in-process, not durable.
+
+It keeps the whole provider contract except surviving the process (no
+``durable``/``multi_process`` capability) and is what unit tests and users'
+tests reach for, like LangGraph's ``InMemoryStore``.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from memvault import text
+from memvault.markers import hookimpl
+from memvault.models import (
+    Capability,
+    ForgetRequest,
+    ForgetResult,
+    HealthStatus,
+    Partition,
+    ReadRequest,
+    ReadResult,
+    RecallRequest,
+    RecallResult,
+    RetainRequest,
+    RetainResult,
+    Tier,
+    check_cap,
+)
+from memvault.plugins import RegisterProvider
+
+__all__ = ["MemoryProvider"]
+
+
+@frozen(kw_only=True)
+class _Document:
+    tier: Tier
+    body: str
+    size: int
+    data_subject_id: str
+    index: text.IndexedDocument
+
+
+class MemoryProvider:
+    """Documents in a dict, guarded by one lock; indexes built once per write."""
+
+    capabilities = frozenset({Capability.CASCADE_FORGET})
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._partitions: dict[Partition, dict[str, _Document]] = {}
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        ref = request.ref
+        label = ref.label
+        with self._lock:
+            docs = self._partitions.setdefault(ref.partition, {})
+            old = docs.get(label)
+            current = old.size if old else 0
+            body = (old.body if old else "") + request.content if request.mode == "append" else request.content
+            size = len(body.encode("utf-8"))
+            warning = check_cap(request.tier, current=current, projected=size)
+            subject = request.data_subject_id or (old.data_subject_id if old else "")
+            docs[label] = _Document(
+                tier=request.tier,
+                body=body,
+                size=size,
+                data_subject_id=subject,
+                index=text.index_document(label, body),
+            )
+        return RetainResult(id=label, bytes=size, warning=warning)
+
+    @hookimpl
+    def memvault_recall(self, request: RecallRequest) -> RecallResult:
+        query = text.Query.parse(request.query)
+        with self._lock:
+            indexes = [
+                doc.index
+                for partition, tiers in request.scopes()
+                for doc in self._partitions.get(partition, {}).values()
+                if doc.tier in tiers
+            ]
+        return RecallResult(hits=text.search(query, indexes, request.limit))
+
+    @hookimpl
+    def memvault_read(self, request: ReadRequest) -> ReadResult:
+        ref = request.ref
+        with self._lock:
+            doc = self._partitions.get(ref.partition, {}).get(ref.label)
+        return ReadResult(id=ref.label, content=doc.body if doc else "")
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        with self._lock:
+            if request.id:
+                ref = request.ref
+                docs = self._partitions.get(ref.partition, {})
+                return ForgetResult(removed=1 if docs.pop(ref.label, None) is not None else 0)
+            removed = 0
+            for partition, docs in self._partitions.items():
+                if partition.workspace_id != request.workspace_id:
+                    continue
+                for label in [lb for lb, d in docs.items() if d.data_subject_id == request.data_subject_id]:
+                    del docs[label]
+                    removed += 1
+            return ForgetResult(removed=removed)
+
+    @hookimpl
+    def memvault_health(self) -> HealthStatus:
+        acquired = self._lock.acquire(timeout=0.1)
+        if not acquired:
+            return HealthStatus(ok=False, message="memory provider lock is held by a stuck call")
+        self._lock.release()
+        return HealthStatus(ok=True)
+
+
+def _scratch(tmp: Path) -> dict[str, Any]:
+    return {}
+
+
+@hookimpl
+def memvault_register_providers(register: RegisterProvider) -> None:
+    register(
+        "memory",
+        MemoryProvider,
+        capabilities=MemoryProvider.capabilities,
+        scratch=_scratch,
+        description="in-process reference provider (not durable); for tests and experiments",
+    )

@@ -1,0 +1,583 @@
+"""Request and result types that cross every hook, and the closed enums.
+
+Every type is an attrs ``@frozen(kw_only=True)`` class whose validators run at
+construction, so an invalid request raises :class:`~memvault.errors.InvalidRequest`
+in the caller's process before any provider sees it (contract P1-P10, P14-P16,
+P22-P23). Change a request with :func:`attrs.evolve`, which re-runs validation.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+from attrs import field, frozen
+
+from memvault.errors import InvalidRequest
+
+__all__ = [
+    "CAPS",
+    "Capability",
+    "DocumentRef",
+    "ForgetRequest",
+    "ForgetResult",
+    "HealthStatus",
+    "Mode",
+    "Partition",
+    "Quarantine",
+    "ReadRequest",
+    "ReadResult",
+    "RecallRequest",
+    "RecallResult",
+    "RecallSnippet",
+    "RetainRequest",
+    "RetainResult",
+    "Tier",
+    "cap_warning",
+    "check_cap",
+    "label_for",
+    "parse_label",
+    "today_utc",
+    "validate_identifier",
+]
+
+
+class Tier(str, enum.Enum):
+    """The closed set of memory tiers (contract P1). Accepts its string values."""
+
+    AGENT = "AGENT"
+    CREW = "CREW"
+    PERSONA = "PERSONA"
+    PINS = "pins"
+    DAILY = "daily"
+    PEERS = "peers"
+    LESSONS = "lessons"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_agent_tier(self) -> bool:
+        """Every tier but ``CREW`` belongs to an agent."""
+        return self is not Tier.CREW
+
+
+class Mode(str, enum.Enum):
+    """How a retain combines with the stored body (contract P5). No default exists."""
+
+    REPLACE = "replace"
+    APPEND = "append"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Capability:
+    """Names of optional provider capabilities. The parity suite skips, never loosens, by them."""
+
+    CASCADE_FORGET: Final = "cascade_forget"  # forget by data_subject_id (P24)
+    MULTI_PROCESS: Final = "multi_process"  # several OS processes may share the store (P12, P20)
+    DURABLE: Final = "durable"  # acknowledged writes survive kill -9 (P11)
+    REMOTE: Final = "remote"  # answers over a network: 1000 ms health deadline (P26)
+    QUARANTINE: Final = "quarantine"  # keeps quarantine copies of rejected writes (P30)
+
+    ALL: Final = frozenset({CASCADE_FORGET, MULTI_PROCESS, DURABLE, REMOTE, QUARANTINE})
+
+
+#: Size caps on the final body in bytes (contract P9). ``None``: no cap.
+CAPS: Final[dict[Tier, int | None]] = {
+    Tier.AGENT: 4000,
+    Tier.CREW: 4000,
+    Tier.PERSONA: 1500,
+    Tier.PINS: 8000,
+    Tier.DAILY: 30000,
+    Tier.PEERS: 1500,
+    Tier.LESSONS: None,
+}
+_WARN_AT: Final = 0.8
+MAX_RECALL_LIMIT: Final = 20
+MAX_SNIPPET_CHARS: Final = 500
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+_IDENTIFIER_RULE: Final = "1-128 characters of A-Z a-z 0-9 . _ : @ -, not starting with '.'"
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_FIXED_LABELS: Final = {
+    Tier.AGENT: "AGENT.md",
+    Tier.CREW: "CREW.md",
+    Tier.PERSONA: "PERSONA.md",
+    Tier.PINS: "pins.md",
+    Tier.LESSONS: "lessons.md",
+}
+_LABEL_TIERS: Final = {label: tier for tier, label in _FIXED_LABELS.items()}
+
+
+def today_utc() -> str:
+    """Today's date in UTC as ``YYYY-MM-DD`` (the default ``daily`` key, P7)."""
+    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+
+
+def validate_identifier(value: object, field_name: str, *, required: bool = True) -> str:
+    """Check one identifier against the rule of contract P3 and return it.
+
+    :raises InvalidRequest: naming ``field_name`` and the rule.
+    """
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field_name} must be a string, got {type(value).__name__}", field=field_name)
+    if value == "":
+        if required:
+            raise InvalidRequest(f"{field_name} is required: set it to {_IDENTIFIER_RULE}", field=field_name)
+        return value
+    bad = _unsafe_reason(value)
+    if bad or not _IDENTIFIER.fullmatch(value) or value.startswith("."):
+        why = bad or "it has a character outside the allowed set, or is too long"
+        raise InvalidRequest(
+            f"{field_name} {value[:140]!r} is not a valid identifier ({why}): use {_IDENTIFIER_RULE}",
+            field=field_name,
+        )
+    return value
+
+
+def _unsafe_reason(value: str) -> str:
+    if "/" in value or "\\" in value:
+        return "it contains a path separator"
+    if ".." in value:
+        return "it contains '..'"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        return "it contains NUL or a control character"
+    if value.startswith("."):
+        return "it starts with '.'"
+    return ""
+
+
+def _to_tier(value: object, field_name: str = "tier") -> Tier:
+    if isinstance(value, Tier):
+        return value
+    if isinstance(value, str):
+        try:
+            return Tier(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(t.value for t in Tier)
+    raise InvalidRequest(f"{field_name} {value!r} is not a tier: use one of {allowed}", field=field_name)
+
+
+def _to_optional_tier(value: object) -> Tier | None:
+    if value is None or value == "":
+        return None
+    return _to_tier(value)
+
+
+def _to_mode(value: object) -> Mode | None:
+    if isinstance(value, Mode):
+        return value
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            return Mode(value)
+        except ValueError:
+            pass
+    raise InvalidRequest(f"mode {value!r} is not a mode: use 'replace' or 'append'", field="mode")
+
+
+def _normalise_key(tier: Tier, key: object, field_name: str = "key") -> str:
+    """Apply P7: daily defaults to today, peers needs a slug, other tiers ignore the key."""
+    if not isinstance(key, str):
+        raise InvalidRequest(f"{field_name} must be a string, got {type(key).__name__}", field=field_name)
+    if tier is Tier.DAILY:
+        if key == "":
+            return today_utc()
+        if not _ISO_DATE.fullmatch(key):
+            raise InvalidRequest(
+                f"{field_name} {key[:140]!r} is not an ISO date: daily keys are YYYY-MM-DD, "
+                "or empty for today's UTC date",
+                field=field_name,
+            )
+        try:
+            _dt.date.fromisoformat(key)
+        except ValueError:
+            raise InvalidRequest(
+                f"{field_name} {key!r} is not a real calendar date: use YYYY-MM-DD", field=field_name
+            ) from None
+        return key
+    if tier is Tier.PEERS:
+        if key == "":
+            raise InvalidRequest(
+                f"key is required for the peers tier: set it to the peer's slug ({_IDENTIFIER_RULE})",
+                field=field_name,
+            )
+        return validate_identifier(key, field_name)
+    return ""
+
+
+def label_for(tier: Tier, key: str = "") -> str:
+    """The tier-relative document label of contract P4 (``daily/2026-01-31.md``)."""
+    if tier is Tier.DAILY:
+        return f"daily/{key}.md"
+    if tier is Tier.PEERS:
+        return f"peers/{key}.md"
+    return _FIXED_LABELS[tier]
+
+
+def parse_label(label: object, field_name: str = "id") -> tuple[Tier, str]:
+    """Split a document label (P4) into its tier and key.
+
+    :raises InvalidRequest: when ``label`` is not one of the P4 shapes.
+    """
+    if isinstance(label, str):
+        fixed = _LABEL_TIERS.get(label)
+        if fixed is not None:
+            return fixed, ""
+        for prefix, tier in (("daily/", Tier.DAILY), ("peers/", Tier.PEERS)):
+            if label.startswith(prefix) and label.endswith(".md"):
+                key = label[len(prefix) : -len(".md")]
+                if key:
+                    try:
+                        return tier, _normalise_key(tier, key, field_name)
+                    except InvalidRequest:
+                        pass
+                break
+    raise InvalidRequest(
+        f"{field_name} {str(label)[:140]!r} is not a document label: use one of AGENT.md, CREW.md, "
+        "PERSONA.md, pins.md, lessons.md, daily/<YYYY-MM-DD>.md, peers/<slug>.md",
+        field=field_name,
+    )
+
+
+def check_cap(tier: Tier, *, current: int, projected: int) -> str:
+    """Enforce the tier's cap on a final body of ``projected`` bytes (contract P9).
+
+    Providers call this with the stored body's size and the size the write would
+    produce, before writing anything.
+
+    :return: the usage warning when the body reaches 80 % of the cap, else ``""``.
+    :raises CapExceeded: when ``projected`` is over the cap.
+    """
+    from memvault.errors import CapExceeded
+
+    cap = CAPS[tier]
+    if cap is None:
+        return ""
+    if projected > cap:
+        raise CapExceeded(tier=tier.value, cap=cap, projected=projected, current=current)
+    return cap_warning(tier, projected)
+
+
+def cap_warning(tier: Tier, size: int) -> str:
+    """``"N of C bytes, P%"`` when ``size`` is at or above 80 % of the cap, else ``""``."""
+    cap = CAPS[tier]
+    if cap is None or size < cap * _WARN_AT:
+        return ""
+    return f"{tier.value} document uses {size} of {cap} bytes, {size * 100 // cap}%"
+
+
+def _require_partition(tier: Tier, agent_id: str, crew_id: str) -> None:
+    if tier is Tier.CREW:
+        if not crew_id:
+            raise InvalidRequest(
+                "crew_id is required for the CREW tier: set crew_id to the crew's identifier",
+                field="crew_id",
+            )
+    elif not agent_id:
+        raise InvalidRequest(
+            f"agent_id is required for the {tier.value} tier: set agent_id to the agent's identifier",
+            field="agent_id",
+        )
+
+
+def _identifier(required: bool) -> Any:
+    def check(instance: object, attribute: Any, value: object) -> None:
+        validate_identifier(value, attribute.name, required=required)
+
+    return check
+
+
+@frozen(kw_only=True)
+class Partition:
+    """One owner's space: an agent's (agent tiers) or a crew's (``CREW``) in a workspace."""
+
+    workspace_id: str
+    kind: str  # "agent" or "crew"
+    owner_id: str
+
+
+@frozen(kw_only=True)
+class DocumentRef:
+    """Where one document lives: its partition and its label."""
+
+    partition: Partition
+    tier: Tier
+    key: str
+
+    @property
+    def label(self) -> str:
+        return label_for(self.tier, self.key)
+
+
+def _ref(workspace_id: str, agent_id: str, crew_id: str, tier: Tier, key: str) -> DocumentRef:
+    if tier is Tier.CREW:
+        partition = Partition(workspace_id=workspace_id, kind="crew", owner_id=crew_id)
+    else:
+        partition = Partition(workspace_id=workspace_id, kind="agent", owner_id=agent_id)
+    return DocumentRef(partition=partition, tier=tier, key=key)
+
+
+def _content(instance: object, attribute: Any, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidRequest(f"content must be a string, got {type(value).__name__}", field="content")
+    if value == "":
+        raise InvalidRequest("content is required: retain a non-empty text", field="content")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest(
+            "content is not valid UTF-8 (it holds a lone surrogate): pass real text", field="content"
+        ) from None
+
+
+@frozen(kw_only=True)
+class RetainRequest:
+    """Store ``content`` in one document (contract P5-P13).
+
+    ``mode`` has no default: pass ``"replace"`` or ``"append"``. ``key`` is the
+    date for ``daily`` (empty: today's UTC date) and the slug for ``peers``.
+    """
+
+    workspace_id: str = field(default="", validator=_identifier(True))
+    agent_id: str = field(default="", validator=_identifier(False))
+    crew_id: str = field(default="", validator=_identifier(False))
+    tier: Tier = field(converter=_to_tier)
+    key: str = ""
+    content: str = field(default="", validator=_content)
+    mode: Mode | None = field(default=None, converter=_to_mode)
+    data_subject_id: str = field(default="", validator=_identifier(False))
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode is None:
+            raise InvalidRequest(
+                "mode is required: set mode='replace' to overwrite or mode='append' to add",
+                field="mode",
+            )
+        if self.tier is Tier.LESSONS:
+            raise InvalidRequest(
+                "the lessons tier is read-only through retain: lessons are curated by the "
+                "operator; write to another tier",
+                field="tier",
+            )
+        _require_partition(self.tier, self.agent_id, self.crew_id)
+        object.__setattr__(self, "key", _normalise_key(self.tier, self.key))
+
+    @property
+    def ref(self) -> DocumentRef:
+        return _ref(self.workspace_id, self.agent_id, self.crew_id, self.tier, self.key)
+
+    @property
+    def label(self) -> str:
+        return label_for(self.tier, self.key)
+
+
+@frozen(kw_only=True)
+class RetainResult:
+    """``id`` is the label (P4), ``bytes`` the stored body's size, ``warning`` the 80 % notice."""
+
+    id: str
+    bytes: int
+    warning: str = ""
+
+
+def _to_limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest(f"limit must be an integer, got {value!r}", field="limit")
+    if value <= 0 or value > MAX_RECALL_LIMIT:
+        return MAX_RECALL_LIMIT
+    return value
+
+
+def _query(instance: object, attribute: Any, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidRequest(f"query must be a string, got {type(value).__name__}", field="query")
+    if not value.strip():
+        raise InvalidRequest("query must contain a non-space character: say what to look for", field="query")
+
+
+@frozen(kw_only=True)
+class RecallRequest:
+    """Search the caller's partitions for lines matching ``query`` (P14-P20).
+
+    ``tier`` empty searches every tier the caller can read: the agent tiers of
+    ``agent_id`` if given and ``CREW`` of ``crew_id`` if given. ``limit`` is
+    advisory: ``<= 0`` or ``> 20`` becomes 20.
+    """
+
+    workspace_id: str = field(default="", validator=_identifier(True))
+    agent_id: str = field(default="", validator=_identifier(False))
+    crew_id: str = field(default="", validator=_identifier(False))
+    query: str = field(default="", validator=_query)
+    tier: Tier | None = field(default=None, converter=_to_optional_tier)
+    limit: int = field(default=MAX_RECALL_LIMIT, converter=_to_limit)
+
+    def __attrs_post_init__(self) -> None:
+        if self.tier is not None:
+            _require_partition(self.tier, self.agent_id, self.crew_id)
+        elif not self.agent_id and not self.crew_id:
+            raise InvalidRequest(
+                "recall needs agent_id or crew_id (or both): set the partition to search",
+                field="agent_id",
+            )
+
+    def scopes(self) -> tuple[tuple[Partition, tuple[Tier, ...]], ...]:
+        """The partitions this request may read and, for each, the tiers to search."""
+        agent_tiers = tuple(t for t in Tier if t.is_agent_tier)
+        out: list[tuple[Partition, tuple[Tier, ...]]] = []
+        if self.tier is not None:
+            ref = _ref(self.workspace_id, self.agent_id, self.crew_id, self.tier, "")
+            return ((ref.partition, (self.tier,)),)
+        if self.agent_id:
+            out.append((Partition(workspace_id=self.workspace_id, kind="agent", owner_id=self.agent_id), agent_tiers))
+        if self.crew_id:
+            out.append((Partition(workspace_id=self.workspace_id, kind="crew", owner_id=self.crew_id), (Tier.CREW,)))
+        return tuple(out)
+
+
+def _score(instance: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"score must be a number in [0, 1], got {value!r}")
+
+
+def _line(instance: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"line must be a 1-based integer, got {value!r}")
+
+
+def _snippet(instance: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, str) or len(value) > MAX_SNIPPET_CHARS:
+        raise ValueError(f"snippet must be a string of at most {MAX_SNIPPET_CHARS} characters")
+
+
+@frozen(kw_only=True)
+class RecallSnippet:
+    """One hit (P18): the document label, the 1-based line, the text around the match, a score."""
+
+    source: str
+    line: int = field(validator=_line)
+    snippet: str = field(validator=_snippet)
+    score: float = field(validator=_score)
+
+
+def _snippet_list(value: Iterable[RecallSnippet]) -> list[RecallSnippet]:
+    return list(value)
+
+
+def _label_list(value: Iterable[str]) -> list[str]:
+    return list(value)
+
+
+@frozen(kw_only=True)
+class RecallResult:
+    """Hits sorted by score, highest first, and the labels of quarantined documents (P18-P19)."""
+
+    hits: list[RecallSnippet] = field(factory=list, converter=_snippet_list)
+    quarantined: list[str] = field(factory=list, converter=_label_list)
+
+
+@frozen(kw_only=True)
+class ReadRequest:
+    """Read one whole document (P21). ``key`` as for retain."""
+
+    workspace_id: str = field(default="", validator=_identifier(True))
+    agent_id: str = field(default="", validator=_identifier(False))
+    crew_id: str = field(default="", validator=_identifier(False))
+    tier: Tier = field(converter=_to_tier)
+    key: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        _require_partition(self.tier, self.agent_id, self.crew_id)
+        object.__setattr__(self, "key", _normalise_key(self.tier, self.key))
+
+    @property
+    def ref(self) -> DocumentRef:
+        return _ref(self.workspace_id, self.agent_id, self.crew_id, self.tier, self.key)
+
+    @property
+    def label(self) -> str:
+        return label_for(self.tier, self.key)
+
+
+@frozen(kw_only=True)
+class Quarantine:
+    """Why the scanner holds a document back: the rule that fired and the body's sha256."""
+
+    category: str
+    pattern: str
+    sha256: str
+
+
+@frozen(kw_only=True)
+class ReadResult:
+    """The document's label and body; a missing document has an empty body (P21).
+
+    A quarantined document has ``content`` = a ``[BLOCKED: ...]`` placeholder and
+    ``quarantine`` set; its text is never returned.
+    """
+
+    id: str
+    content: str = ""
+    quarantine: Quarantine | None = None
+
+    @property
+    def quarantined(self) -> bool:
+        return self.quarantine is not None
+
+
+@frozen(kw_only=True)
+class ForgetRequest:
+    """Remove one document by ``id`` (its label) or every document of a data subject (P22-P24)."""
+
+    workspace_id: str = field(default="", validator=_identifier(True))
+    agent_id: str = field(default="", validator=_identifier(False))
+    crew_id: str = field(default="", validator=_identifier(False))
+    id: str = ""
+    data_subject_id: str = field(default="", validator=_identifier(False))
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.id, str):
+            raise InvalidRequest(f"id must be a string, got {type(self.id).__name__}", field="id")
+        if bool(self.id) == bool(self.data_subject_id):
+            raise InvalidRequest("must set exactly one of id or data_subject_id", field="id")
+        if self.id:
+            tier, _key = parse_label(self.id)
+            _require_partition(tier, self.agent_id, self.crew_id)
+
+    @property
+    def ref(self) -> DocumentRef:
+        """The document to remove; only for a forget by ``id``."""
+        tier, key = parse_label(self.id)
+        return _ref(self.workspace_id, self.agent_id, self.crew_id, tier, key)
+
+
+@frozen(kw_only=True)
+class ForgetResult:
+    """How many documents were removed: 1 or 0 by id, the count by data subject."""
+
+    removed: int
+
+
+def _aware(instance: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, _dt.datetime) or value.utcoffset() is None:
+        raise ValueError("checked_at must be a timezone-aware datetime")
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+@frozen(kw_only=True)
+class HealthStatus:
+    """``ok``; ``message`` empty when ok, a triage sentence when not; ``checked_at`` in UTC (P25)."""
+
+    ok: bool
+    message: str = ""
+    checked_at: _dt.datetime = field(factory=_now, validator=_aware)

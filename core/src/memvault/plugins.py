@@ -1,0 +1,387 @@
+"""The global plugin manager: entry-point discovery and provider registration.
+
+Plugins are distributions that declare an entry point in group ``memvault``
+pointing at a module (or object) with ``@memvault.hookimpl`` functions. The
+core's own providers are registered first, without entry points, so allow and
+deny lists never hide them.
+
+* ``MEMVAULT_LOAD_PLUGINS``: comma-separated entry-point names; when set, only
+  these are loaded (an empty value loads none).
+* ``MEMVAULT_DISABLE_PLUGINS``: comma-separated entry-point names never loaded.
+
+A plugin that fails to import, whose hooks do not match a spec, or whose
+registration raises is recorded in :attr:`Registry.failures` with its name and
+cause (and logged); the other plugins still load (contract D2).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import re
+import threading
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import importlib_metadata
+import pluggy
+from attrs import field, frozen
+
+from memvault import hookspecs
+from memvault.errors import InvalidRequest, PluginError, ProviderNotFound
+from memvault.markers import PROJECT
+from memvault.models import Capability
+
+__all__ = [
+    "PluginFailure",
+    "ProviderInfo",
+    "RegisterProvider",
+    "Registry",
+    "coerce_settings",
+    "get_registry",
+    "reset_registry",
+]
+
+log = logging.getLogger("memvault.plugins")
+
+_PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+#: Scratch settings: given an empty temporary directory, the settings that open
+#: a fresh, empty provider there (used by ``memvault parity`` and the suite).
+ScratchSettings = Callable[[Path], Mapping[str, Any]]
+
+
+class RegisterProvider(Protocol):
+    """The callback passed to ``memvault_register_providers``."""
+
+    def __call__(
+        self,
+        name: str,
+        factory: Callable[..., object],
+        *,
+        capabilities: Iterable[str] = (),
+        scratch: ScratchSettings | None = None,
+        description: str = "",
+    ) -> None:
+        """Record one provider.
+
+        :param name: the provider name users put in config (``[a-z][a-z0-9_-]*``).
+        :param factory: called with the provider's settings as keyword arguments;
+            returns the provider instance (a pluggy plugin with the verb hooks).
+        :param capabilities: optional capabilities it declares (:class:`Capability`).
+        :param scratch: builds settings for a fresh, empty instance in a temporary
+            directory, so ``memvault parity NAME`` works with no options.
+        :param description: one line for ``memvault providers``.
+        """
+
+
+class RegisterScanner(Protocol):
+    """The callback passed to ``memvault_register_scanners``."""
+
+    def __call__(self, name: str, factory: Callable[[], object]) -> None:
+        """Record one scanner.
+
+        :param name: the name configuration selects it by (``scanner = "NAME"``).
+        :param factory: returns a fresh plugin object wrapping the provider verbs.
+        """
+
+
+@frozen(kw_only=True)
+class ProviderInfo:
+    """One registered provider and where it came from."""
+
+    name: str
+    factory: Callable[..., object]
+    plugin: str
+    distribution: str
+    version: str
+    capabilities: frozenset[str] = frozenset()
+    scratch: ScratchSettings | None = None
+    description: str = ""
+
+
+@frozen(kw_only=True)
+class PluginFailure:
+    """A plugin that could not be loaded or registered, and why."""
+
+    name: str
+    distribution: str
+    cause: str
+    exception: BaseException = field(eq=False, repr=False)
+
+
+def _env_list(name: str) -> list[str] | None:
+    raw = os.environ.get(name)
+    if raw is None:
+        return None
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _core_version() -> str:
+    try:
+        return importlib_metadata.version("memvault")
+    except importlib_metadata.PackageNotFoundError:  # running from a source tree
+        return "0+unknown"
+
+
+class Registry:
+    """Loads plugins and holds the providers they register.
+
+    :param load: entry-point names to load (default: ``MEMVAULT_LOAD_PLUGINS``, or all).
+    :param disable: entry-point names to skip (default: ``MEMVAULT_DISABLE_PLUGINS``).
+    :param entry_points: the entry points to consider (default: group ``memvault``
+        of every installed distribution); tests pass their own.
+    """
+
+    def __init__(
+        self,
+        *,
+        load: Iterable[str] | None = None,
+        disable: Iterable[str] | None = None,
+        entry_points: Iterable[importlib_metadata.EntryPoint] | None = None,
+    ) -> None:
+        self.manager = pluggy.PluginManager(PROJECT)
+        self.manager.add_hookspecs(hookspecs)
+        self.providers: dict[str, ProviderInfo] = {}
+        self.conflicts: dict[str, list[str]] = {}
+        self.scanners: dict[str, tuple[str, Callable[[], object]]] = {}
+        self.failures: list[PluginFailure] = []
+        self.loaded: list[tuple[str, str, str]] = []  # (entry point, distribution, version)
+        allow = list(load) if load is not None else _env_list("MEMVAULT_LOAD_PLUGINS")
+        deny = set(disable if disable is not None else (_env_list("MEMVAULT_DISABLE_PLUGINS") or []))
+        from memvault import memory, scan
+
+        self._add_plugin("memvault.memory", memory, "memvault", _core_version())
+        self._add_plugin("memvault.scan", scan, "memvault", _core_version())
+        if entry_points is None:
+            entry_points = importlib_metadata.entry_points(group=PROJECT)
+        for ep in sorted(entry_points, key=lambda e: e.name):
+            if ep.name in deny or (allow is not None and ep.name not in allow):
+                log.debug("plugin %s not loaded (allow/deny list)", ep.name)
+                continue
+            dist = ep.dist.name if ep.dist is not None else "?"
+            version = ep.dist.version if ep.dist is not None else "?"
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # noqa: BLE001 - any import failure is reported, not fatal
+                self._fail(ep.name, dist, f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}", exc)
+                continue
+            self._add_plugin(ep.name, plugin, dist, version)
+
+    def _fail(self, name: str, dist: str, cause: str, exc: BaseException) -> None:
+        log.warning("memvault plugin %s (%s) skipped: %s", name, dist, cause)
+        self.failures.append(PluginFailure(name=name, distribution=dist, cause=cause, exception=exc))
+
+    def _add_plugin(self, name: str, plugin: object, dist: str, version: str) -> None:
+        try:
+            self.manager.register(plugin, name=name)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            self._fail(name, dist, f"its hooks do not match memvault's specs: {exc}", exc)
+            return
+        try:
+            self.manager.check_pending()
+        except pluggy.PluginValidationError as exc:
+            self.manager.unregister(plugin)
+            self._fail(name, dist, f"it implements an unknown hook (misspelt?): {exc}", exc)
+            return
+        impl = next(
+            (i for i in self.manager.hook.memvault_register_providers.get_hookimpls() if i.plugin is plugin),
+            None,
+        )
+        if impl is not None:
+            staged: dict[str, ProviderInfo] = {}
+
+            def register(
+                pname: str,
+                factory: Callable[..., object],
+                *,
+                capabilities: Iterable[str] = (),
+                scratch: ScratchSettings | None = None,
+                description: str = "",
+            ) -> None:
+                if not isinstance(pname, str) or not _PROVIDER_NAME.fullmatch(pname):
+                    raise PluginError(
+                        f"plugin {name!r} registered provider name {pname!r}: names are "
+                        "lowercase letters, digits, '-' and '_', starting with a letter"
+                    )
+                if not callable(factory):
+                    raise PluginError(f"plugin {name!r} registered a provider {pname!r} whose factory is not callable")
+                caps = frozenset(capabilities)
+                unknown = caps - Capability.ALL
+                if unknown:
+                    raise PluginError(
+                        f"plugin {name!r} declared unknown capabilities {sorted(unknown)} for provider "
+                        f"{pname!r}; known: {sorted(Capability.ALL)}"
+                    )
+                if pname in staged:
+                    raise PluginError(f"plugin {name!r} registered provider {pname!r} twice")
+                staged[pname] = ProviderInfo(
+                    name=pname,
+                    factory=factory,
+                    plugin=name,
+                    distribution=dist,
+                    version=version,
+                    capabilities=caps,
+                    scratch=scratch,
+                    description=description,
+                )
+
+            try:
+                impl.function(register=register)
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+                self.manager.unregister(plugin)
+                self._fail(name, dist, f"memvault_register_providers raised {type(exc).__name__}: {exc}", exc)
+                return
+            for pname, info in staged.items():
+                if pname in self.conflicts:
+                    self.conflicts[pname].append(name)
+                elif pname in self.providers:
+                    first = self.providers.pop(pname)
+                    self.conflicts[pname] = [first.plugin, name]
+                    log.error("provider %r is registered by both %r and %r", pname, first.plugin, name)
+                else:
+                    self.providers[pname] = info
+        scan_impl = next(
+            (i for i in self.manager.hook.memvault_register_scanners.get_hookimpls() if i.plugin is plugin),
+            None,
+        )
+        if scan_impl is not None:
+
+            def register_scanner(sname: str, factory: Callable[[], object]) -> None:
+                if sname in ("off",) or not _PROVIDER_NAME.fullmatch(sname):
+                    raise PluginError(f"plugin {name!r} registered an invalid scanner name {sname!r}")
+                if sname in self.scanners:
+                    raise PluginError(
+                        f"scanner {sname!r} is registered by both plugins {self.scanners[sname][0]!r} and {name!r}"
+                    )
+                self.scanners[sname] = (name, factory)
+
+            try:
+                scan_impl.function(register=register_scanner)
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+                self._fail(name, dist, f"memvault_register_scanners raised {type(exc).__name__}: {exc}", exc)
+        self.loaded.append((name, dist, version))
+
+    def names(self) -> list[str]:
+        """Installed provider names, sorted (conflicting names excluded)."""
+        return sorted(self.providers)
+
+    def get(self, name: str) -> ProviderInfo:
+        """The provider registered under ``name``.
+
+        :raises ProviderNotFound: listing the installed providers.
+        :raises PluginError: when two plugins registered the name.
+        """
+        if name in self.conflicts:
+            plugins = " and ".join(repr(p) for p in self.conflicts[name])
+            raise PluginError(
+                f"provider {name!r} is registered by both plugins {plugins}; uninstall one, or "
+                "disable one with MEMVAULT_DISABLE_PLUGINS"
+            )
+        try:
+            return self.providers[name]
+        except KeyError:
+            raise ProviderNotFound(name, self.names()) from None
+
+    def scanner(self, name: str) -> list[object]:
+        """Fresh plugin objects for the scanner ``name`` (``"off"``: none).
+
+        :raises PluginError: for a name no plugin registered, listing the known ones.
+        """
+        if name == "off":
+            return []
+        if name not in self.scanners:
+            known = ", ".join(sorted(self.scanners)) or "none"
+            raise PluginError(f"no scanner named {name!r} is installed; known scanners: {known}, or 'off'")
+        return [self.scanners[name][1]()]
+
+
+_lock = threading.Lock()
+_registry: Registry | None = None
+
+
+def get_registry() -> Registry:
+    """The process-wide registry, loaded on first use."""
+    global _registry
+    with _lock:
+        if _registry is None:
+            _registry = Registry()
+        return _registry
+
+
+def reset_registry() -> None:
+    """Forget the loaded registry so the next :func:`get_registry` loads again (for tests)."""
+    global _registry
+    with _lock:
+        _registry = None
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _accepted_parameters(factory: Callable[..., object]) -> tuple[dict[str, inspect.Parameter], bool]:
+    target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
+    sig = inspect.signature(target)
+    params = {
+        n: p for n, p in sig.parameters.items() if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    return params, var_kw
+
+
+def _hints(factory: Callable[..., object]) -> dict[str, Any]:
+    target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: keep values as given
+        return {}
+
+
+def _coerce(value: object, hint: Any, key: str, provider: str) -> object:
+    if not isinstance(value, str) or hint is None:
+        return value
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = args[0] if len(args) == 1 else str
+    try:
+        if hint is bool:
+            low = value.strip().lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+            raise ValueError("expected true/false")
+        if hint is int:
+            return int(value)
+        if hint is float:
+            return float(value)
+        if hint is Path:
+            return Path(value)
+    except ValueError as exc:
+        raise InvalidRequest(
+            f"setting {key}={value!r} of provider {provider!r} is not a valid {getattr(hint, '__name__', hint)}: {exc}",
+            field=key,
+        ) from None
+    return value
+
+
+def coerce_settings(info: ProviderInfo, settings: Mapping[str, object]) -> dict[str, object]:
+    """Check ``settings`` against the provider's factory and convert strings by annotation.
+
+    :raises InvalidRequest: naming a key the provider does not take, and the keys it does.
+    """
+    params, var_kw = _accepted_parameters(info.factory)
+    unknown = [k for k in settings if k not in params]
+    if unknown and not var_kw:
+        accepted = ", ".join(sorted(params)) or "none"
+        raise InvalidRequest(
+            f"provider {info.name!r} does not take setting {unknown[0]!r}; its settings are: {accepted}",
+            field=unknown[0],
+        )
+    hints = _hints(info.factory)
+    return {k: _coerce(v, hints.get(k), k, info.name) for k, v in settings.items()}

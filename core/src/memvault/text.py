@@ -1,0 +1,229 @@
+"""Shared text search for providers that scan documents line by line.
+
+One query is prepared once (:class:`Query`), documents are indexed once per
+version (:func:`index_document`), and :func:`search` scores the lines of a set
+of indexed documents:
+
+* a line containing the whole query as a phrase (the query's words in order,
+  case-insensitive, punctuation ignored) scores in (0.5, 1];
+* a line sharing only some terms scores in (0, 0.5), by BM25 over the lines
+  searched, normalised by the best score the query could reach;
+* a line sharing no term is never returned (contract P17).
+
+Terms are case-folded, stop words dropped (unless the query is only stop
+words) and reduced by a light English stemmer, so "What units does she
+prefer?" finds "Prefers metric units.".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from attrs import field, frozen
+
+from memvault.models import MAX_SNIPPET_CHARS, RecallSnippet
+
+__all__ = [
+    "STOP_WORDS",
+    "IndexedDocument",
+    "IndexedLine",
+    "Query",
+    "index_document",
+    "search",
+    "snippet_around",
+    "stem",
+    "terms",
+    "tokenize",
+]
+
+_TOKEN: Final = re.compile(r"\w+", re.UNICODE)
+_K1: Final = 1.2
+_B: Final = 0.75
+PHRASE_FLOOR: Final = 0.5
+_TERM_CEILING: Final = 0.49
+
+_STOP_WORDS_TEXT: Final = """a about above after again against all am an and any are aren as at be because been
+    before being below between both but by can cannot could couldn did didn do does doesn
+    doing don down during each few for from further had hadn has hasn have haven having he
+    her here hers herself him himself his how i if in into is isn it its itself just let
+    me more most mustn my myself no nor not of off on once only or other ought our ours
+    ourselves out over own same shan she should shouldn so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was wasn we were weren what when where which while who whom why will with won
+    would wouldn you your yours yourself yourselves s t d ll m re ve y"""
+STOP_WORDS: Final = frozenset(_STOP_WORDS_TEXT.split())
+
+
+def tokenize(text: str) -> list[str]:
+    """Case-folded word tokens (letters, digits, underscore) in order."""
+    return _TOKEN.findall(text.casefold())
+
+
+def stem(token: str) -> str:
+    """A light English suffix stemmer: plurals, -ing, -ed, -ly, -ies, -ness, -ment."""
+    if len(token) <= 3 or not token.isalpha():
+        return token
+    for suffix, repl, min_stem in (
+        ("sses", "ss", 2),
+        ("ies", "y", 2),
+        ("ness", "", 3),
+        ("ments", "", 3),
+        ("ment", "", 3),
+        ("ingly", "", 3),
+        ("edly", "", 3),
+        ("ing", "", 3),
+        ("ed", "", 3),
+        ("ly", "", 3),
+        ("es", "", 3),
+        ("s", "", 3),
+    ):
+        if token.endswith(suffix) and len(token) - len(suffix) >= min_stem:
+            if suffix == "s" and token.endswith(("ss", "us", "is")):
+                return token
+            if suffix == "es" and not token.endswith(("ches", "shes", "xes", "zes", "sses", "oes")):
+                # "prefers"/"makes": only the "s" is a suffix
+                return token[:-1]
+            base = token[: len(token) - len(suffix)] + repl
+            if len(base) >= 2 and base[-1] == base[-2] and base[-1] not in "lsz" and suffix in ("ing", "ed"):
+                base = base[:-1]  # "running" -> "run"
+            return base
+    return token
+
+
+def terms(text: str) -> list[str]:
+    """Search terms of ``text``: stemmed tokens without stop words."""
+    return [stem(t) for t in tokenize(text) if t not in STOP_WORDS]
+
+
+@frozen(kw_only=True)
+class Query:
+    """A prepared query: its phrase tokens and its unique search terms."""
+
+    text: str
+    phrase: tuple[str, ...]
+    terms: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Query:
+        tokens = tokenize(text)
+        wanted = [stem(t) for t in tokens if t not in STOP_WORDS] or [stem(t) for t in tokens]
+        return cls(text=text, phrase=tuple(tokens), terms=tuple(dict.fromkeys(wanted)))
+
+
+@frozen(kw_only=True)
+class IndexedLine:
+    """One non-blank line: its 1-based number, its text, tokens and term counts."""
+
+    number: int
+    text: str
+    tokens: tuple[str, ...]
+    counts: dict[str, int] = field(eq=False)
+    length: int
+
+
+@frozen(kw_only=True)
+class IndexedDocument:
+    """A document's lines ready for :func:`search`, labelled with its source."""
+
+    source: str
+    lines: tuple[IndexedLine, ...]
+
+
+def index_document(source: str, body: str) -> IndexedDocument:
+    """Index ``body`` once; reuse the result until the document changes."""
+    lines = []
+    for number, text in enumerate(body.splitlines(), start=1):
+        tokens = tokenize(text)
+        if not tokens:
+            continue
+        line_terms = [stem(t) for t in tokens if t not in STOP_WORDS]
+        # Stop words stay searchable for all-stop-word queries, at a low weight via df.
+        counts = Counter(line_terms)
+        counts.update(stem(t) for t in tokens if t in STOP_WORDS)
+        lines.append(
+            IndexedLine(
+                number=number, text=text, tokens=tuple(tokens), counts=dict(counts), length=len(line_terms) or 1
+            )
+        )
+    return IndexedDocument(source=source, lines=tuple(lines))
+
+
+def _contains_phrase(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
+    n = len(phrase)
+    if n == 0 or n > len(tokens):
+        return False
+    first = phrase[0]
+    for i, tok in enumerate(tokens[: len(tokens) - n + 1]):
+        if tok == first and tuple(tokens[i : i + n]) == tuple(phrase):
+            return True
+    return False
+
+
+def snippet_around(text: str, query: Query) -> str:
+    """At most 500 characters of ``text`` around the first match of ``query``."""
+    if len(text) <= MAX_SNIPPET_CHARS:
+        return text
+    low = text.casefold()
+    start = -1
+    if query.phrase:
+        start = low.find(query.phrase[0])
+    if start < 0:
+        for term in query.terms:
+            start = low.find(term)
+            if start >= 0:
+                break
+    start = max(start, 0)
+    begin = max(0, min(start - MAX_SNIPPET_CHARS // 4, len(text) - MAX_SNIPPET_CHARS))
+    return text[begin : begin + MAX_SNIPPET_CHARS]
+
+
+def search(query: Query, documents: Iterable[IndexedDocument], limit: int) -> list[RecallSnippet]:
+    """Score every line of ``documents`` against ``query``; the best ``limit`` hits."""
+    docs = list(documents)
+    if not query.terms:
+        return []
+    wanted = query.terms
+    n_lines = 0
+    total_len = 0
+    df: Counter[str] = Counter()
+    candidates: list[tuple[str, IndexedLine]] = []
+    for doc in docs:
+        for line in doc.lines:
+            n_lines += 1
+            total_len += line.length
+            counts = line.counts
+            hit = False
+            for term in wanted:
+                if term in counts:
+                    df[term] += 1
+                    hit = True
+            if hit:
+                candidates.append((doc.source, line))
+    if not candidates:
+        return []
+    avg_len = total_len / n_lines
+    idf = {t: math.log(1.0 + (n_lines - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
+    best_possible = sum(idf.values()) * (_K1 + 1.0) or 1.0
+    scored: list[tuple[float, str, int, IndexedLine]] = []
+    for source, line in candidates:
+        norm = _K1 * (1.0 - _B + _B * line.length / avg_len)
+        bm25 = 0.0
+        for term in wanted:
+            tf = line.counts.get(term)
+            if tf:
+                bm25 += idf[term] * tf * (_K1 + 1.0) / (tf + norm)
+        relative = min(bm25 / best_possible, 1.0)
+        if _contains_phrase(line.tokens, query.phrase):
+            score = PHRASE_FLOOR + (1.0 - PHRASE_FLOOR) * max(relative, 1e-6)
+        else:
+            score = _TERM_CEILING * max(relative, 1e-6)
+        scored.append((score, source, line.number, line))
+    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
+    return [
+        RecallSnippet(source=source, line=number, snippet=snippet_around(line.text, query), score=round(score, 6))
+        for score, source, number, line in scored[:limit]
+    ]

@@ -1,0 +1,347 @@
+"""The typed facade users call: :class:`Vault` and :class:`AsyncVault`.
+
+A vault owns one pluggy plugin manager holding the chosen provider instance
+and the cross-cutting plugins. It checks each request's type (the request
+validated itself at construction), calls the hook, and turns anything a
+provider lets escape into a :mod:`memvault.errors` type with the cause chained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import pluggy
+
+from memvault import hookspecs
+from memvault.errors import (
+    InvalidRequest,
+    MemvaultError,
+    PluginError,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from memvault.markers import PROJECT
+from memvault.models import (
+    Capability,
+    ForgetRequest,
+    ForgetResult,
+    HealthStatus,
+    ReadRequest,
+    ReadResult,
+    RecallRequest,
+    RecallResult,
+    RetainRequest,
+    RetainResult,
+)
+
+__all__ = ["AsyncVault", "Vault", "open", "open_async", "open_from_config"]
+
+#: Default health deadlines in seconds (contract P26).
+LOCAL_HEALTH_DEADLINE: Final = 0.2
+REMOTE_HEALTH_DEADLINE: Final = 1.0
+_VERBS: Final = ("memvault_retain", "memvault_recall", "memvault_read", "memvault_forget", "memvault_health")
+#: Keyword arguments of :func:`open` that configure the vault, not the provider.
+VAULT_OPTIONS: Final = frozenset({"health_timeout", "scanner", "plugins"})
+
+_R = TypeVar("_R")
+
+
+def _wrap(exc: Exception, provider: str, verb: str) -> MemvaultError:
+    where = f"provider {provider!r} ({verb})"
+    if isinstance(exc, TimeoutError):
+        return UpstreamTimeout(f"{where} timed out: {exc}")
+    if isinstance(exc, (OSError, sqlite3.Error)) or type(exc).__module__.split(".")[0] in {"httpx", "httpcore"}:
+        return UpstreamError(f"{where} failed on its storage: {type(exc).__name__}: {exc}")
+    return PluginError(f"{where} raised {type(exc).__name__}: {exc}; this is a bug in the provider")
+
+
+class Vault:
+    """Retain, recall, read, forget and health over one provider.
+
+    Build one with :func:`memvault.open` or :func:`memvault.open_from_config`;
+    wrap your own provider instance directly with ``Vault(provider)``.
+
+    :param provider: an object whose methods carry ``@memvault.hookimpl`` for
+        the five verb hooks.
+    :param name: the provider's registered name, used in error messages.
+    :param capabilities: the optional capabilities the provider declares.
+    :param plugins: cross-cutting plugins (wrappers) to register around the provider.
+    :param health_timeout: the health deadline in seconds (default 0.2 s, or
+        1.0 s for a ``remote`` provider).
+    """
+
+    def __init__(
+        self,
+        provider: object,
+        *,
+        name: str = "custom",
+        capabilities: Iterable[str] = (),
+        plugins: Iterable[object] = (),
+        health_timeout: float | None = None,
+    ) -> None:
+        self.name = name
+        self.provider = provider
+        self.capabilities = frozenset(capabilities)
+        if health_timeout is None:
+            remote = Capability.REMOTE in self.capabilities
+            health_timeout = REMOTE_HEALTH_DEADLINE if remote else LOCAL_HEALTH_DEADLINE
+        if health_timeout <= 0:
+            raise InvalidRequest("health_timeout must be a positive number of seconds", field="health_timeout")
+        self.health_timeout = float(health_timeout)
+        self.plugin_manager = pluggy.PluginManager(PROJECT)
+        self.plugin_manager.add_hookspecs(hookspecs)
+        from memvault import lifecycle_default
+
+        self.plugin_manager.register(lifecycle_default.DefaultLifecycle(), name="memvault.lifecycle")
+        try:
+            self.plugin_manager.register(provider, name=f"provider:{name}")
+            for index, plugin in enumerate(plugins):
+                self.plugin_manager.register(plugin, name=f"{name}:plugin:{index}:{type(plugin).__name__}")
+            self.plugin_manager.check_pending()
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            raise PluginError(f"provider {name!r} does not fit memvault's hook specs: {exc}") from exc
+        missing = [
+            verb
+            for verb in _VERBS
+            if not any(i.plugin is provider for i in getattr(self.plugin_manager.hook, verb).get_hookimpls())
+        ]
+        if missing:
+            raise PluginError(
+                f"provider {name!r} does not implement {', '.join(missing)}: a provider must "
+                "implement all five verb hooks with @memvault.hookimpl"
+            )
+        self._hook = self.plugin_manager.hook
+        self._closed = False
+
+    # -- verbs ---------------------------------------------------------------
+
+    def retain(self, request: RetainRequest) -> RetainResult:
+        """Store content in one document (contract P5-P13)."""
+        _expect(request, RetainRequest)
+        return self._call(self._hook.memvault_retain, "retain", RetainResult, request)
+
+    def recall(self, request: RecallRequest) -> RecallResult:
+        """Search for lines matching the query (contract P14-P20)."""
+        _expect(request, RecallRequest)
+        return self._call(self._hook.memvault_recall, "recall", RecallResult, request)
+
+    def read(self, request: ReadRequest) -> ReadResult:
+        """Read one whole document (contract P21)."""
+        _expect(request, ReadRequest)
+        return self._call(self._hook.memvault_read, "read", ReadResult, request)
+
+    def forget(self, request: ForgetRequest) -> ForgetResult:
+        """Remove a document by label or by data subject (contract P22-P24)."""
+        _expect(request, ForgetRequest)
+        return self._call(self._hook.memvault_forget, "forget", ForgetResult, request)
+
+    def health(self) -> HealthStatus:
+        """Probe the provider under a hard deadline; never raises, never blocks past it (P25-P27)."""
+        outcome: list[HealthStatus] = []
+
+        def probe() -> None:
+            try:
+                status = self._hook.memvault_health()
+                if not isinstance(status, HealthStatus):
+                    status = HealthStatus(
+                        ok=False, message=f"provider {self.name!r} returned {type(status).__name__} from health"
+                    )
+            except Exception as exc:  # noqa: BLE001 - health reports, never raises
+                status = HealthStatus(ok=False, message=f"health check failed: {type(exc).__name__}: {exc}")
+            outcome.append(status)
+            done.set()
+
+        done = threading.Event()
+        # A daemon thread, not a pool: a probe that hangs forever must not keep
+        # the process alive at exit or starve later probes.
+        threading.Thread(target=probe, name=f"memvault-health-{self.name}", daemon=True).start()
+        if done.wait(self.health_timeout) and outcome:
+            return outcome[0]
+        return HealthStatus(ok=False, message="health check timeout")
+
+    def _call(self, caller: Any, verb: str, result_type: type[_R], request: object) -> _R:
+        try:
+            result = caller(request=request)
+        except MemvaultError:
+            raise
+        except Exception as exc:
+            raise _wrap(exc, self.name, verb) from exc
+        if type(result) is not result_type:
+            raise PluginError(
+                f"provider {self.name!r} returned {type(result).__name__} from {verb}, expected {result_type.__name__}"
+            )
+        return result
+
+    # -- lifetime ------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the provider's resources (connections, file handles). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        close = getattr(self.provider, "close", None)
+        if callable(close):
+            try:
+                close()
+            except MemvaultError:
+                raise
+            except Exception as exc:
+                raise _wrap(exc, self.name, "close") from exc
+
+    def __enter__(self) -> Vault:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Vault provider={self.name!r}>"
+
+
+def _expect(request: object, cls: type) -> None:
+    if type(request) is not cls:
+        raise InvalidRequest(
+            f"expected a memvault.{cls.__name__}, got {type(request).__name__}: build the request "
+            f"with memvault.{cls.__name__}(...)",
+            field="request",
+        )
+
+
+class AsyncVault:
+    """The same verbs as :class:`Vault`, awaitable; each call runs in a worker thread.
+
+    Use as ``async with memvault.open_async("sqlite", path="m.db") as vault:``.
+    """
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+
+    @property
+    def name(self) -> str:
+        return self.vault.name
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.vault.capabilities
+
+    async def retain(self, request: RetainRequest) -> RetainResult:
+        """Awaitable :meth:`Vault.retain`."""
+        return await asyncio.to_thread(self.vault.retain, request)
+
+    async def recall(self, request: RecallRequest) -> RecallResult:
+        """Awaitable :meth:`Vault.recall`."""
+        return await asyncio.to_thread(self.vault.recall, request)
+
+    async def read(self, request: ReadRequest) -> ReadResult:
+        """Awaitable :meth:`Vault.read`."""
+        return await asyncio.to_thread(self.vault.read, request)
+
+    async def forget(self, request: ForgetRequest) -> ForgetResult:
+        """Awaitable :meth:`Vault.forget`."""
+        return await asyncio.to_thread(self.vault.forget, request)
+
+    async def health(self) -> HealthStatus:
+        """Awaitable :meth:`Vault.health`, under the same deadline."""
+        return await asyncio.to_thread(self.vault.health)
+
+    async def aclose(self) -> None:
+        """Close the provider."""
+        await asyncio.to_thread(self.vault.close)
+
+    async def __aenter__(self) -> AsyncVault:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
+    name: str,
+    /,
+    *,
+    health_timeout: float | None = None,
+    scanner: str = "builtin",
+    plugins: Iterable[object] = (),
+    **settings: Any,
+) -> Vault:
+    """Open the installed provider ``name`` with its ``settings``.
+
+    :param name: a provider name from ``memvault providers``.
+    :param health_timeout: the health deadline in seconds.
+    :param scanner: ``"builtin"`` (the default prompt-injection scanner), ``"off"``,
+        or the name of a scanner another plugin registers.
+    :param plugins: extra cross-cutting plugins for this vault.
+    :param settings: the provider's own settings (``path=...`` for sqlite).
+    :raises ProviderNotFound: listing the installed providers.
+    :raises InvalidRequest: for a setting the provider does not take.
+    """
+    from memvault.plugins import coerce_settings, get_registry
+
+    info = get_registry().get(name)
+    kwargs = coerce_settings(info, settings)
+    try:
+        provider = info.factory(**kwargs)
+    except MemvaultError:
+        raise
+    except Exception as exc:
+        raise _wrap(exc, name, "open") from exc
+    extra = list(_scanner_plugins(scanner)) + list(plugins)
+    try:
+        return Vault(
+            provider,
+            name=name,
+            capabilities=info.capabilities,
+            plugins=extra,
+            health_timeout=health_timeout,
+        )
+    except BaseException:
+        close = getattr(provider, "close", None)
+        if callable(close):
+            close()
+        raise
+
+
+def _scanner_plugins(scanner: str) -> Iterable[object]:
+    from memvault.plugins import get_registry
+
+    return get_registry().scanner(scanner)
+
+
+def open_from_config(path: str | None = None, **overrides: Any) -> Vault:
+    """Open the provider a ``memvault.toml`` names (see :mod:`memvault.config`).
+
+    :param path: the config file (default: ``MEMVAULT_CONFIG``, else ``./memvault.toml``
+        when it exists, else the built-in defaults).
+    :param overrides: provider settings that win over the file's.
+    """
+    from memvault.config import load_config
+
+    config = load_config(path)
+    settings: dict[str, Any] = dict(config.providers.get(config.provider, {}))
+    settings.update(overrides)
+    return open(config.provider, scanner=config.scanner, health_timeout=config.health_timeout, **settings)
+
+
+def open_async(name: str, /, **kwargs: Any) -> AsyncVault:
+    """Like :func:`open`, for asyncio code: ``async with memvault.open_async(...) as v:``."""
+    return AsyncVault(open(name, **kwargs))
+
+
+def settings_from_pairs(pairs: Iterable[str]) -> Mapping[str, str]:
+    """Parse ``key=value`` strings (the CLI's ``--option``)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidRequest(f"option {pair!r} is not key=value: write it as --option key=value", field="option")
+        out[key.strip()] = value
+    return out

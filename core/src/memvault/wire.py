@@ -1,0 +1,82 @@
+"""The one cattrs converter for every JSON shape: the HTTP wire, config, export files.
+
+Unknown keys are rejected. A structuring failure becomes
+:class:`~memvault.errors.InvalidRequest` naming the field (``providers.sqlite.path``);
+a validator's own ``InvalidRequest`` passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Final, TypeVar
+
+import cattrs
+from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
+
+from memvault.errors import InvalidRequest
+
+__all__ = ["converter", "structure", "unstructure"]
+
+_T = TypeVar("_T")
+
+converter: Final = cattrs.Converter(forbid_extra_keys=True, prefer_attrib_converters=True)
+converter.register_unstructure_hook(_dt.datetime, lambda value: value.isoformat())
+
+
+def _structure_datetime(value: object, _: type) -> _dt.datetime:
+    if isinstance(value, _dt.datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected an RFC 3339 timestamp string, got {type(value).__name__}")
+    return _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+converter.register_structure_hook(_dt.datetime, _structure_datetime)
+
+
+def _first_invalid_request(exc: BaseException) -> InvalidRequest | None:
+    if isinstance(exc, InvalidRequest):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):  # exception groups (3.10: the backport)
+        found = _first_invalid_request(inner)
+        if found is not None:
+            return found
+    return None
+
+
+def _describe(exc: BaseValidationError, root: str) -> tuple[str, str]:
+    for inner in exc.exceptions:
+        if isinstance(inner, ForbiddenExtraKeysError):
+            keys = ", ".join(sorted(inner.extra_fields))
+            return f"unknown key(s) {keys} in {root}: remove them or check their spelling", sorted(inner.extra_fields)[
+                0
+            ]
+    messages = cattrs.transform_error(exc, path=root)
+    first = messages[0] if messages else str(exc)
+    field_path = first.split(" @ ", 1)[1] if " @ " in first else root
+    return "; ".join(messages), field_path
+
+
+def structure(data: Any, cls: type[_T], *, what: str = "$") -> _T:
+    """Build ``cls`` from JSON-shaped ``data``.
+
+    :param what: how the root is named in error messages (``"memvault.toml"``).
+    :raises InvalidRequest: naming the offending field.
+    """
+    try:
+        return converter.structure(data, cls)
+    except InvalidRequest:
+        raise
+    except BaseValidationError as exc:
+        inner = _first_invalid_request(exc)
+        if inner is not None:
+            raise inner from None
+        message, field_path = _describe(exc, what)
+        raise InvalidRequest(message, field=field_path) from None
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InvalidRequest(f"{what}: {exc}") from None
+
+
+def unstructure(obj: Any) -> Any:
+    """JSON-shaped data (dicts, lists, strings, numbers) for ``obj``."""
+    return converter.unstructure(obj)
