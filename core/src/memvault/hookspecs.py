@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ForgetRequest,
         ForgetResult,
         HealthStatus,
+        QuarantineRecord,
         ReadRequest,
         ReadResult,
         RecallRequest,
@@ -133,6 +134,39 @@ def memvault_health() -> HealthStatus:
     vault runs this under a hard deadline. Leave nothing behind.
 
     :return: the provider's health.
+    """
+
+
+@hookspec(firstresult=True)
+def memvault_quarantine_keep(record: QuarantineRecord) -> bool | None:
+    """Keep a copy of content the scanner rejected, for the operator (contract P30).
+
+    Providers with the ``quarantine`` capability implement this (and the two
+    hooks below). Keep the copy out of every recall/read path and readable only
+    by the owner. The scanner fails closed: if no implementation returns
+    ``True``, or one raises, the write still fails.
+
+    :param record: the rejected body with the rule that fired.
+    :return: ``True`` once the copy is durably kept.
+    """
+
+
+@hookspec(firstresult=True)
+def memvault_quarantine_list(workspace_id: str) -> list[QuarantineRecord] | None:
+    """The quarantine copies kept for one workspace, oldest first.
+
+    :param workspace_id: the workspace to list.
+    :return: the records (``content`` included), or ``None`` without quarantine support.
+    """
+
+
+@hookspec(firstresult=True)
+def memvault_quarantine_get(workspace_id: str, sha256: str) -> QuarantineRecord | None:
+    """One quarantine copy by its body's sha256.
+
+    :param workspace_id: the workspace it was kept for.
+    :param sha256: the hex digest the scanner reported in ``ContentRejected``.
+    :return: the record, or ``None`` when there is none.
     """
 
 

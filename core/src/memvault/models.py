@@ -28,6 +28,7 @@ __all__ = [
     "Mode",
     "Partition",
     "Quarantine",
+    "QuarantineRecord",
     "ReadRequest",
     "ReadResult",
     "RecallRequest",
@@ -513,6 +514,24 @@ class Quarantine:
     category: str
     pattern: str
     sha256: str
+
+
+@frozen(kw_only=True)
+class QuarantineRecord:
+    """A copy of content the scanner rejected, kept by the provider for the operator (P30).
+
+    ``label`` is the document the write targeted; ``content`` the rejected final body.
+    """
+
+    workspace_id: str
+    agent_id: str = ""
+    crew_id: str = ""
+    label: str
+    category: str
+    pattern: str
+    sha256: str
+    content: str
+    created_at: _dt.datetime = field(factory=lambda: _dt.datetime.now(_dt.timezone.utc))
 
 
 @frozen(kw_only=True)
