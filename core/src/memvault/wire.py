@@ -14,6 +14,7 @@ import cattrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 
 from memvault.errors import InvalidRequest
+from memvault.models import RecallResult, RecallSnippet
 
 __all__ = ["converter", "structure", "unstructure"]
 
@@ -32,6 +33,41 @@ def _structure_datetime(value: object, _: type) -> _dt.datetime:
 
 
 converter.register_structure_hook(_dt.datetime, _structure_datetime)
+
+
+# Strict scalars: JSON and TOML carry real types, so "3" is not an int and 3 is not a str.
+def _strict(kind: type, name: str) -> Any:
+    def hook(value: object, _: type) -> object:
+        if isinstance(value, bool) and kind is not bool:
+            raise ValueError(f"expected {name}, got a boolean")
+        if kind is float and isinstance(value, int):
+            return float(value)
+        if not isinstance(value, kind):
+            raise ValueError(f"expected {name}, got {type(value).__name__}")
+        return value
+
+    return hook
+
+
+for _kind, _name in ((str, "a string"), (int, "an integer"), (float, "a number"), (bool, "true or false")):
+    converter.register_structure_hook(_kind, _strict(_kind, _name))
+
+
+def _structure_recall_result(value: object, _: type) -> RecallResult:
+    # hits is a list of RecallSnippet, but its attrs converter is a plain list():
+    # structure each hit here so JSON objects become RecallSnippet values.
+    if not isinstance(value, dict):
+        raise ValueError(f"expected an object, got {type(value).__name__}")
+    extra = set(value) - {"hits", "quarantined"}
+    if extra:
+        raise ForbiddenExtraKeysError("", RecallResult, extra)
+    return RecallResult(
+        hits=[converter.structure(hit, RecallSnippet) for hit in value.get("hits", [])],
+        quarantined=converter.structure(value.get("quarantined", []), list[str]),
+    )
+
+
+converter.register_structure_hook(RecallResult, _structure_recall_result)
 
 
 def _first_invalid_request(exc: BaseException) -> InvalidRequest | None:

@@ -1,0 +1,187 @@
+"""Plugin discovery and registration: contract D1-D3 and the house rules for registries."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import importlib_metadata
+import pytest
+
+import memvault
+from memvault.errors import InvalidRequest, PluginError, ProviderNotFound
+from memvault.plugins import Registry, coerce_settings
+
+_PROVIDER = """
+import memvault
+from memvault.memory import MemoryProvider
+
+
+class {cls}(MemoryProvider):
+    def __init__(self, path: str = "x", size: int = 1, fast: bool = False, ratio: float | None = None) -> None:
+        super().__init__()
+        self.settings = (path, size, fast, ratio)
+
+
+@memvault.hookimpl
+def memvault_register_providers(register):
+    register("{name}", {cls}, capabilities={caps!r}, description="test provider")
+"""
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path) -> Iterator[Path]:
+    sys.path.insert(0, str(tmp_path))
+    yield tmp_path
+    sys.path.remove(str(tmp_path))
+    for mod in [m for m in sys.modules if m.startswith("fakeplug_")]:
+        del sys.modules[mod]
+
+
+def write_plugin(folder: Path, module: str, body: str) -> importlib_metadata.EntryPoint:
+    (folder / f"{module}.py").write_text(textwrap.dedent(body))
+    return importlib_metadata.EntryPoint(name=module.removeprefix("fakeplug_"), value=module, group="memvault")
+
+
+def provider_plugin(folder: Path, module: str, name: str, caps: tuple[str, ...] = ()) -> importlib_metadata.EntryPoint:
+    return write_plugin(folder, module, _PROVIDER.format(cls="P", name=name, caps=set(caps) or set()))
+
+
+def test_d1_entry_point_plugin_appears_with_its_provider(plugin_dir: Path) -> None:
+    ep = provider_plugin(plugin_dir, "fakeplug_one", "one", ("durable",))
+    registry = Registry(entry_points=[ep])
+    assert registry.names() == ["memory", "one"]
+    info = registry.get("one")
+    assert (info.plugin, info.capabilities, info.description) == ("one", frozenset({"durable"}), "test provider")
+
+
+def test_d1_core_registers_memory_without_entry_points() -> None:
+    registry = Registry(entry_points=[], load=[])
+    assert registry.get("memory").distribution == "memvault"
+
+
+def test_d2_broken_import_is_reported_and_others_still_load(plugin_dir: Path) -> None:
+    good = provider_plugin(plugin_dir, "fakeplug_good", "good")
+    bad = write_plugin(plugin_dir, "fakeplug_bad", "raise ImportError('needs libfoo')\n")
+    registry = Registry(entry_points=[bad, good])
+    assert "good" in registry.names()
+    [failure] = registry.failures
+    assert failure.name == "bad"
+    assert "needs libfoo" in failure.cause
+
+
+def test_d2_plugin_with_misspelt_hook_is_reported(plugin_dir: Path) -> None:
+    ep = write_plugin(
+        plugin_dir,
+        "fakeplug_typo",
+        """
+        import memvault
+        @memvault.hookimpl
+        def memvault_register_provider(register):
+            pass
+        """,
+    )
+    registry = Registry(entry_points=[ep])
+    [failure] = registry.failures
+    assert failure.name == "typo"
+    assert "memvault_register_provider" in failure.cause
+
+
+def test_d2_register_hook_that_raises_is_reported(plugin_dir: Path) -> None:
+    ep = write_plugin(
+        plugin_dir,
+        "fakeplug_raises",
+        """
+        import memvault
+        @memvault.hookimpl
+        def memvault_register_providers(register):
+            raise RuntimeError('config missing')
+        """,
+    )
+    registry = Registry(entry_points=[ep])
+    assert "config missing" in registry.failures[0].cause
+    assert registry.names() == ["memory"]
+
+
+def test_d2_allow_list_loads_only_named_plugins(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    eps = [provider_plugin(plugin_dir, "fakeplug_a", "a"), provider_plugin(plugin_dir, "fakeplug_b", "b")]
+    monkeypatch.setenv("MEMVAULT_LOAD_PLUGINS", "b")
+    assert Registry(entry_points=eps).names() == ["b", "memory"]
+    monkeypatch.setenv("MEMVAULT_LOAD_PLUGINS", "")
+    assert Registry(entry_points=eps).names() == ["memory"]
+
+
+def test_d2_deny_list_skips_named_plugins(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    eps = [provider_plugin(plugin_dir, "fakeplug_c", "c"), provider_plugin(plugin_dir, "fakeplug_d", "d")]
+    monkeypatch.setenv("MEMVAULT_DISABLE_PLUGINS", "c, x")
+    assert Registry(entry_points=eps).names() == ["d", "memory"]
+
+
+def test_duplicate_provider_name_is_an_error_naming_both_plugins(plugin_dir: Path) -> None:
+    eps = [provider_plugin(plugin_dir, "fakeplug_e", "same"), provider_plugin(plugin_dir, "fakeplug_f", "same")]
+    registry = Registry(entry_points=eps)
+    assert "same" not in registry.names()
+    with pytest.raises(PluginError, match="'e' and 'f'"):
+        registry.get("same")
+
+
+def test_duplicate_of_a_builtin_name_is_an_error(plugin_dir: Path) -> None:
+    registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_g", "memory")])
+    with pytest.raises(PluginError, match="'memvault.memory' and 'g'"):
+        registry.get("memory")
+
+
+def test_invalid_provider_names_and_capabilities_are_refused(plugin_dir: Path) -> None:
+    bad_name = provider_plugin(plugin_dir, "fakeplug_h", "Bad Name")
+    bad_caps = provider_plugin(plugin_dir, "fakeplug_i", "i", ("teleport",))
+    registry = Registry(entry_points=[bad_name, bad_caps])
+    causes = " ".join(f.cause for f in registry.failures)
+    assert "'Bad Name'" in causes
+    assert "teleport" in causes
+
+
+def test_d3_unknown_provider_lists_the_installed_ones() -> None:
+    with pytest.raises(ProviderNotFound) as info:
+        memvault.open("nope")
+    assert "installed providers:" in str(info.value)
+    assert "memory" in info.value.installed
+
+
+def test_unknown_setting_is_an_error_naming_it(plugin_dir: Path) -> None:
+    registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_j", "j")])
+    with pytest.raises(
+        InvalidRequest, match="does not take setting 'colour'; its settings are: fast, path, ratio, size"
+    ):
+        coerce_settings(registry.get("j"), {"colour": "red"})
+
+
+def test_memory_provider_takes_no_settings() -> None:
+    with pytest.raises(InvalidRequest, match="does not take setting 'path'"):
+        memvault.open("memory", path="x.db")
+
+
+def test_string_settings_are_converted_by_annotation(plugin_dir: Path) -> None:
+    registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_k", "k")])
+    info = registry.get("k")
+    assert coerce_settings(info, {"size": "3", "fast": "yes", "ratio": "0.5", "path": "p"}) == {
+        "size": 3,
+        "fast": True,
+        "ratio": 0.5,
+        "path": "p",
+    }
+    with pytest.raises(InvalidRequest, match="size='many'"):
+        coerce_settings(info, {"size": "many"})
+    with pytest.raises(InvalidRequest, match="fast='perhaps'"):
+        coerce_settings(info, {"fast": "perhaps"})
+
+
+def test_unknown_scanner_name_is_an_error() -> None:
+    with pytest.raises(PluginError, match="no scanner named 'nosuch'"):
+        memvault.open("memory", scanner="nosuch")
+
+
+def test_scanner_off_opens_without_scanner() -> None:
+    with memvault.open("memory", scanner="off") as vault:
+        assert len(vault.plugin_manager.get_plugins()) == 2  # the provider and the default lifecycle
