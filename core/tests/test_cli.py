@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -21,19 +21,19 @@ Invoke = Callable[..., click.testing.Result]
 
 
 @pytest.fixture
-def run() -> Iterator[Invoke]:
+def run() -> Invoke:
     runner = CliRunner()
 
-    def invoke(*args: str, input: str | None = None) -> click.testing.Result:
-        return runner.invoke(cli_module.cli, ["--provider", "memory", *args], input=input, catch_exceptions=False)
+    def invoke(*args: str, stdin: str | None = None) -> click.testing.Result:
+        return runner.invoke(cli_module.cli, ["--provider", "memory", *args], input=stdin, catch_exceptions=False)
 
-    yield invoke
+    return invoke
 
 
 def test_providers_lists_memory_with_distribution_and_capabilities() -> None:
     result = CliRunner().invoke(cli_module.cli, ["providers"])
     assert result.exit_code == 0
-    header, rule, *rows = result.output.splitlines()
+    header, _rule, *rows = result.output.splitlines()
     assert header.split() == ["NAME", "DISTRIBUTION", "VERSION", "CAPABILITIES"]
     memory_row = next(r for r in rows if r.startswith("memory "))
     assert "memvault" in memory_row
@@ -56,7 +56,7 @@ def test_retain_prints_the_label_and_size(run: Invoke) -> None:
 
 def test_retain_reads_standard_input(run: Invoke) -> None:
     result = run(
-        "retain", "--workspace", "w", "--agent", "a", "--tier", "pins", "--mode", "append", "--json", input="from stdin"
+        "retain", "--workspace", "w", "--agent", "a", "--tier", "pins", "--mode", "append", "--json", stdin="from stdin"
     )
     assert json.loads(result.output) == {"id": "pins.md", "bytes": 10, "warning": ""}
 
