@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Final
 
 from attrs import field, frozen
@@ -107,6 +107,11 @@ class Query:
     phrase: tuple[str, ...]
     terms: tuple[str, ...]
 
+    @property
+    def joined_phrase(self) -> str:
+        """The phrase as it appears inside :attr:`IndexedLine.joined`."""
+        return f" {' '.join(self.phrase)} "
+
     @classmethod
     def parse(cls, text: str) -> Query:
         tokens = tokenize(text)
@@ -116,21 +121,31 @@ class Query:
 
 @frozen(kw_only=True)
 class IndexedLine:
-    """One non-blank line: its 1-based number, its text, tokens and term counts."""
+    """One non-blank line: its 1-based number, its text, tokens and term counts.
+
+    ``joined`` is the tokens separated and surrounded by single spaces, so a
+    phrase test is one substring search.
+    """
 
     number: int
     text: str
-    tokens: tuple[str, ...]
+    joined: str
     counts: dict[str, int] = field(eq=False)
     length: int
 
 
 @frozen(kw_only=True)
 class IndexedDocument:
-    """A document's lines ready for :func:`search`, labelled with its source."""
+    """A document's lines ready for :func:`search`, labelled with its source.
+
+    ``postings`` maps each term to the positions (in ``lines``) of the lines
+    holding it, so a search touches only the lines that share a term.
+    """
 
     source: str
     lines: tuple[IndexedLine, ...]
+    postings: dict[str, tuple[int, ...]] = field(eq=False)
+    total_length: int
 
 
 def index_document(source: str, body: str) -> IndexedDocument:
@@ -146,21 +161,23 @@ def index_document(source: str, body: str) -> IndexedDocument:
         counts.update(stem(t) for t in tokens if t in STOP_WORDS)
         lines.append(
             IndexedLine(
-                number=number, text=text, tokens=tuple(tokens), counts=dict(counts), length=len(line_terms) or 1
+                number=number,
+                text=text,
+                joined=f" {' '.join(tokens)} ",
+                counts=dict(counts),
+                length=len(line_terms) or 1,
             )
         )
-    return IndexedDocument(source=source, lines=tuple(lines))
-
-
-def _contains_phrase(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
-    n = len(phrase)
-    if n == 0 or n > len(tokens):
-        return False
-    first = phrase[0]
-    for i, tok in enumerate(tokens[: len(tokens) - n + 1]):
-        if tok == first and tuple(tokens[i : i + n]) == tuple(phrase):
-            return True
-    return False
+    postings: dict[str, list[int]] = {}
+    for position, line in enumerate(lines):
+        for term in line.counts:
+            postings.setdefault(term, []).append(position)
+    return IndexedDocument(
+        source=source,
+        lines=tuple(lines),
+        postings={term: tuple(found) for term, found in postings.items()},
+        total_length=sum(line.length for line in lines),
+    )
 
 
 def snippet_around(text: str, query: Query) -> str:
@@ -192,19 +209,18 @@ def search(query: Query, documents: Iterable[IndexedDocument], limit: int) -> li
     df: Counter[str] = Counter()
     candidates: list[tuple[str, IndexedLine]] = []
     for doc in docs:
-        for line in doc.lines:
-            n_lines += 1
-            total_len += line.length
-            counts = line.counts
-            hit = False
-            for term in wanted:
-                if term in counts:
-                    df[term] += 1
-                    hit = True
-            if hit:
-                candidates.append((doc.source, line))
+        n_lines += len(doc.lines)
+        total_len += doc.total_length
+        positions: set[int] = set()
+        for term in wanted:
+            found = doc.postings.get(term)
+            if found:
+                df[term] += len(found)
+                positions.update(found)
+        candidates.extend((doc.source, doc.lines[p]) for p in sorted(positions))
     if not candidates:
         return []
+    phrase = query.joined_phrase
     avg_len = total_len / n_lines
     idf = {t: math.log(1.0 + (n_lines - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
     best_possible = sum(idf.values()) * (_K1 + 1.0) or 1.0
@@ -217,7 +233,7 @@ def search(query: Query, documents: Iterable[IndexedDocument], limit: int) -> li
             if tf:
                 bm25 += idf[term] * tf * (_K1 + 1.0) / (tf + norm)
         relative = min(bm25 / best_possible, 1.0)
-        if _contains_phrase(line.tokens, query.phrase):
+        if phrase in line.joined:
             score = PHRASE_FLOOR + (1.0 - PHRASE_FLOOR) * max(relative, 1e-6)
         else:
             score = _TERM_CEILING * max(relative, 1e-6)
