@@ -1,0 +1,30 @@
+"""memvault provider ``local-disk``: markdown files under a root folder, atomic and crash-safe.
+
+Open it with ``memvault.open("local-disk", root="/var/lib/memvault")``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from memvault.markers import hookimpl
+from memvault.plugins import RegisterProvider
+from memvault_local_disk.provider import LocalDiskProvider
+
+__all__ = ["LocalDiskProvider", "memvault_register_providers"]
+
+
+def _scratch(tmp: Path) -> dict[str, Any]:
+    return {"root": str(tmp / "memory")}
+
+
+@hookimpl
+def memvault_register_providers(register: RegisterProvider) -> None:
+    register(
+        "local-disk",
+        LocalDiskProvider,
+        capabilities=LocalDiskProvider.capabilities,
+        scratch=_scratch,
+        description="markdown files under a root folder; atomic writes, cross-process locks, hand-editable",
+    )
