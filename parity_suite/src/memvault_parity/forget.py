@@ -1,0 +1,204 @@
+"""read (P21) and forget by id (P22, P23) and by data subject (P13, P24)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+import memvault
+from memvault.models import Capability
+from memvault_parity.base import SuiteBase, requires, requires_absent
+
+__all__ = ["ForgetTests", "ReadTests", "SubjectErasureTests"]
+
+
+def _files_containing(root: Path, needle: bytes) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and needle in path.read_bytes():
+                found.append(str(path.relative_to(root)))
+        except OSError:
+            continue
+    return found
+
+
+class ReadTests(SuiteBase):
+    """read returns the whole body; missing is empty, not an error (P21)."""
+
+    def test_read_of_a_missing_document_is_an_empty_body(self, vault: memvault.Vault, ws: str) -> None:
+        """P21: a document never written reads as "" with its label, no error."""
+        result = vault.read(memvault.ReadRequest(workspace_id=ws, agent_id="agent-1", tier="peers", key="nobody"))
+        assert (result.id, result.content, result.quarantine) == ("peers/nobody.md", "", None)
+
+    def test_read_returns_the_full_body_and_label(self, vault: memvault.Vault, ws: str) -> None:
+        """P21: read gives every line, not a snippet, with the P4 label as id."""
+        body = "".join(f"line {i} " + "word " * 20 + "\n" for i in range(40))
+        self.put(vault, ws, body, tier="pins", mode="replace")
+        result = vault.read(memvault.ReadRequest(workspace_id=ws, agent_id="agent-1", tier="pins"))
+        assert (result.id, result.content) == ("pins.md", body)
+        assert not result.quarantined
+
+    def test_read_of_daily_without_key_reads_today(self, vault: memvault.Vault, ws: str) -> None:
+        """P21/P7: an empty daily key reads today's document, the one retain wrote."""
+        written = self.put(vault, ws, "today's note\n", tier="daily")
+        result = vault.read(memvault.ReadRequest(workspace_id=ws, agent_id="agent-1", tier="daily"))
+        assert (result.id, result.content) == (written.id, "today's note\n")
+
+    def test_read_of_crew_document(self, vault: memvault.Vault, ws: str) -> None:
+        """P21: CREW reads by crew_id."""
+        self.put(vault, ws, "crew charter\n", tier="CREW", crew="crew-3")
+        result = vault.read(memvault.ReadRequest(workspace_id=ws, crew_id="crew-3", tier="CREW"))
+        assert (result.id, result.content) == ("CREW.md", "crew charter\n")
+
+
+class ForgetTests(SuiteBase):
+    """forget by id: 1, then 0, and the text is gone (P22, P23)."""
+
+    def test_forget_requires_exactly_one_of_id_or_subject(self) -> None:
+        """P22: both or neither is InvalidRequest with the exact wording."""
+        for kwargs in ({}, {"id": "AGENT.md", "data_subject_id": "subject-1"}):
+            with pytest.raises(memvault.InvalidRequest, match="must set exactly one of id or data_subject_id"):
+                memvault.ForgetRequest(workspace_id="w", agent_id="a", **kwargs)
+
+    @pytest.mark.parametrize(
+        "label",
+        ["/tmp/AGENT.md", "AGENT", "agent.md", "daily/tomorrow.md", "peers/.md", "../AGENT.md", "peers/a/b.md", "x.md"],
+    )
+    def test_forget_id_of_another_shape_is_invalid(self, label: str) -> None:
+        """P23: id must be one of the P4 label shapes."""
+        with pytest.raises(memvault.InvalidRequest):
+            memvault.ForgetRequest(workspace_id="w", agent_id="a", id=label)
+
+    def test_forget_existing_document_removes_one(self, vault: memvault.Vault, ws: str) -> None:
+        """P23: an existing document gives removed=1."""
+        self.put(vault, ws, "to be forgotten\n")
+        assert self.drop(vault, ws, label="AGENT.md") == 1
+
+    def test_forget_twice_removes_zero(self, vault: memvault.Vault, ws: str) -> None:
+        """P23: the second forget gives removed=0 and no error."""
+        self.put(vault, ws, "once\n", tier="peers", key="hal")
+        assert self.drop(vault, ws, label="peers/hal.md") == 1
+        assert self.drop(vault, ws, label="peers/hal.md") == 0
+
+    def test_forget_of_a_never_written_document_removes_zero(self, vault: memvault.Vault, ws: str) -> None:
+        """P23: forgetting what does not exist is removed=0, not an error."""
+        assert self.drop(vault, ws, label="daily/2020-01-01.md") == 0
+
+    def test_forgotten_text_is_not_recalled(self, vault: memvault.Vault, ws: str) -> None:
+        """P23: no hit carries any text of a forgotten document."""
+        self.put(vault, ws, "vanishing okapi\nsecond okapi line\n", tier="pins")
+        self.drop(vault, ws, label="pins.md")
+        assert self.find(vault, ws, "okapi") == []
+
+    def test_forgotten_document_reads_empty(self, vault: memvault.Vault, ws: str) -> None:
+        """P23/P21: after forget, read returns an empty body."""
+        self.put(vault, ws, "short lived\n", tier="daily", key="2026-07-07")
+        self.drop(vault, ws, label="daily/2026-07-07.md")
+        assert self.body(vault, ws, tier="daily", key="2026-07-07") == ""
+
+    def test_forget_removes_only_the_named_document(self, vault: memvault.Vault, ws: str) -> None:
+        """P23: sibling documents in the partition stay."""
+        self.put(vault, ws, "gecko agent\n")
+        self.put(vault, ws, "gecko pins\n", tier="pins")
+        self.drop(vault, ws, label="AGENT.md")
+        assert [h.source for h in self.find(vault, ws, "gecko")] == ["pins.md"]
+
+    def test_forget_crew_document(self, vault: memvault.Vault, ws: str) -> None:
+        """P23: CREW.md is forgotten by its crew, then reads empty."""
+        self.put(vault, ws, "crew plan\n", tier="CREW", crew="crew-4")
+        assert self.drop(vault, ws, label="CREW.md", agent="", crew="crew-4") == 1
+        assert self.body(vault, ws, tier="CREW", crew="crew-4") == ""
+
+    def test_append_after_forget_starts_a_new_body(self, vault: memvault.Vault, ws: str) -> None:
+        """P23/P6: nothing of the forgotten body comes back on the next append."""
+        self.put(vault, ws, "old text ")
+        self.drop(vault, ws, label="AGENT.md")
+        result = self.put(vault, ws, "new text")
+        assert self.body(vault, ws) == "new text"
+        assert result.bytes == len(b"new text")
+
+
+class SubjectErasureTests(SuiteBase):
+    """forget by data_subject_id: NotSupported, or a workspace-wide cascade (P13, P24)."""
+
+    @requires_absent(Capability.CASCADE_FORGET)
+    def test_forget_by_subject_without_capability_is_not_supported_naming_the_provider(
+        self, vault: memvault.Vault, ws: str
+    ) -> None:
+        """P24: a provider without cascade_forget raises NotSupported naming itself."""
+        self.put(vault, ws, "subject data\n", subject="subject-1")
+        with pytest.raises(memvault.NotSupported) as caught:
+            self.drop(vault, ws, subject="subject-1")
+        assert vault.name in str(caught.value)
+        assert self.body(vault, ws) == "subject data\n"
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_forget_by_subject_removes_every_document_of_the_subject_and_counts(
+        self, vault: memvault.Vault, ws: str
+    ) -> None:
+        """P24: every document tagged with the subject in the workspace goes; the count is returned."""
+        self.put(vault, ws, "ivy agent\n", subject="subject-9")
+        self.put(vault, ws, "ivy pins\n", tier="pins", subject="subject-9")
+        self.put(vault, ws, "ivy peers\n", tier="peers", key="jo", agent="agent-2", subject="subject-9")
+        self.put(vault, ws, "ivy crew\n", tier="CREW", crew="crew-1", subject="subject-9")
+        assert self.drop(vault, ws, subject="subject-9") == 4
+        assert self.find(vault, ws, "ivy", crew="crew-1") == []
+        assert self.find(vault, ws, "ivy", agent="agent-2") == []
+        assert self.body(vault, ws, tier="pins") == ""
+        assert self.body(vault, ws, tier="peers", key="jo", agent="agent-2") == ""
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_forget_by_subject_never_touches_another_workspace(self, vault: memvault.Vault) -> None:
+        """P24/P3: the same subject in another workspace is untouched and not counted."""
+        mine, theirs = self.new_workspace(), self.new_workspace()
+        self.put(vault, mine, "mine subject line\n", subject="subject-2")
+        self.put(vault, theirs, "theirs subject line\n", subject="subject-2")
+        assert self.drop(vault, mine, subject="subject-2") == 1
+        assert self.body(vault, theirs) == "theirs subject line\n"
+        assert len(self.find(vault, theirs, "theirs")) == 1
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_forget_by_subject_keeps_other_subjects_and_untagged_documents(
+        self, vault: memvault.Vault, ws: str
+    ) -> None:
+        """P24: only documents of that subject are removed."""
+        self.put(vault, ws, "tagged\n", subject="subject-3")
+        self.put(vault, ws, "other subject\n", tier="pins", subject="subject-4")
+        self.put(vault, ws, "untagged\n", tier="PERSONA")
+        assert self.drop(vault, ws, subject="subject-3") == 1
+        assert self.body(vault, ws, tier="pins") == "other subject\n"
+        assert self.body(vault, ws, tier="PERSONA") == "untagged\n"
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_forget_by_unknown_subject_removes_zero(self, vault: memvault.Vault, ws: str) -> None:
+        """P24: no documents of the subject: removed=0, no error; repeating it is also 0."""
+        self.put(vault, ws, "bystander\n")
+        assert self.drop(vault, ws, subject="subject-none") == 0
+        assert self.body(vault, ws) == "bystander\n"
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_forget_by_subject_twice_removes_zero_the_second_time(self, vault: memvault.Vault, ws: str) -> None:
+        """P24: the cascade is idempotent."""
+        self.put(vault, ws, "once only\n", subject="subject-5")
+        assert self.drop(vault, ws, subject="subject-5") == 1
+        assert self.drop(vault, ws, subject="subject-5") == 0
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_forget_by_subject_erases_the_text_from_storage_files(
+        self, vault: memvault.Vault, ws: str, tmp_path: Path
+    ) -> None:
+        """P24: no file of a scratch store still holds the erased text (pages, journals, indexes).
+
+        Only meaningful when the store's files live under the test's tmp_path (the
+        default scratch settings); a remote store's files are out of reach here.
+        """
+        secret = f"erasable{uuid.uuid4().hex}"
+        self.put(vault, ws, f"the code word is {secret}\n" * 20, subject="subject-6")
+        self.put(vault, ws, f"pinned {secret}\n", tier="pins", subject="subject-6")
+        self.drop(vault, ws, subject="subject-6")
+        assert self.find(vault, ws, secret) == []
+        vault.health()  # give a provider the chance to checkpoint, as a real process would
+        assert _files_containing(tmp_path, secret.encode()) == []

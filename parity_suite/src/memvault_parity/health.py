@@ -1,0 +1,63 @@
+"""health: ok, message, checked_at, deadline, and no trace (P25, P26, P27)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import memvault
+from memvault.models import Capability
+from memvault_parity.base import SuiteBase
+
+__all__ = ["HealthTests"]
+
+
+def _snapshot(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+class HealthTests(SuiteBase):
+    """health reports, never raises, and answers in time."""
+
+    def test_health_of_a_fresh_store_is_ok_with_an_empty_message(self, vault: memvault.Vault) -> None:
+        """P25: a working provider reports ok=True and message=""."""
+        status = vault.health()
+        assert (status.ok, status.message) == (True, "")
+
+    def test_health_checked_at_is_timezone_aware_utc_now(self, vault: memvault.Vault) -> None:
+        """P25: checked_at is set, aware, UTC, and current."""
+        before = dt.datetime.now(dt.timezone.utc)
+        status = vault.health()
+        after = dt.datetime.now(dt.timezone.utc)
+        assert status.checked_at.utcoffset() == dt.timedelta(0)
+        assert before - dt.timedelta(seconds=5) <= status.checked_at <= after + dt.timedelta(seconds=5)
+
+    def test_health_answers_within_its_deadline(
+        self, vault: memvault.Vault, provider_capabilities: frozenset[str]
+    ) -> None:
+        """P26: 200 ms for a local provider, 1000 ms for a remote one (median of 5 probes), and ok."""
+        deadline = 1.0 if Capability.REMOTE in provider_capabilities else 0.2
+        vault.health()  # first call may warm a connection
+        timings = []
+        for _ in range(5):
+            start = time.perf_counter()
+            status = vault.health()
+            timings.append(time.perf_counter() - start)
+            assert status.ok, status.message
+        assert sorted(timings)[2] < deadline
+
+    def test_health_after_writes_stays_ok(self, vault: memvault.Vault, ws: str) -> None:
+        """P25: health is ok on a store that holds data, repeatedly."""
+        self.put(vault, ws, "some data\n")
+        assert all(vault.health().ok for _ in range(3))
+
+    def test_health_probe_leaves_nothing_behind(self, vault: memvault.Vault, ws: str, tmp_path: Path) -> None:
+        """P27: probing creates no file under the store and no document the caller can see."""
+        self.put(vault, ws, "baseline\n")
+        before = _snapshot(tmp_path)
+        for _ in range(3):
+            assert vault.health().ok
+        assert _snapshot(tmp_path) == before
+        assert self.body(vault, ws) == "baseline\n"
+        assert [h.source for h in self.find(vault, ws, "health probe check test ok")] == []
