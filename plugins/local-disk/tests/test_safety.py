@@ -122,7 +122,8 @@ def test_undecodable_document_is_skipped_by_recall_and_logged(
     with caplog.at_level(logging.WARNING, logger="memvault_local_disk"):
         hits = vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="latin")).hits
     assert [h.source for h in hits] == ["AGENT.md"]
-    assert "pins.md" in caplog.text and "UTF-8" in caplog.text
+    assert "pins.md" in caplog.text
+    assert "UTF-8" in caplog.text
 
 
 def test_append_to_an_undecodable_document_is_refused_unchanged(vault: memvault.Vault, root: Path) -> None:
@@ -153,14 +154,16 @@ def test_health_ok_on_a_writable_root_and_leaves_nothing(vault: memvault.Vault, 
     """P25/P27."""
     root.mkdir()
     status = vault.health()
-    assert status.ok and status.message == ""
+    assert status.ok
+    assert status.message == ""
     assert list(root.iterdir()) == []
 
 
 def test_health_reports_a_missing_root(vault: memvault.Vault) -> None:
     """P27: a missing root is ok=False with its own message, even if it would be created on write."""
     status = vault.health()
-    assert not status.ok and "does not exist" in status.message
+    assert not status.ok
+    assert "does not exist" in status.message
     assert status.checked_at.tzinfo is not None
 
 
@@ -168,7 +171,8 @@ def test_health_reports_a_root_that_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with memvault.open("local-disk", root=str(tmp_path / "file")) as v:
         status = v.health()
-    assert not status.ok and "not a directory" in status.message
+    assert not status.ok
+    assert "not a directory" in status.message
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
@@ -179,14 +183,16 @@ def test_health_reports_an_unwritable_root(vault: memvault.Vault, root: Path) ->
         status = vault.health()
     finally:
         root.chmod(0o700)
-    assert not status.ok and "not writable" in status.message
+    assert not status.ok
+    assert "not writable" in status.message
 
 
 def test_health_reports_a_root_nobody_may_write(vault: memvault.Vault) -> None:
     """P27 as any user, uid 0 included: /proc refuses new files for everyone."""
     with memvault.open("local-disk", root="/proc") as v:
         status = v.health()
-    assert not status.ok and "not writable" in status.message
+    assert not status.ok
+    assert "not writable" in status.message
 
 
 def test_storage_failure_is_an_upstream_error_with_the_cause_chained(tmp_path: Path) -> None:
