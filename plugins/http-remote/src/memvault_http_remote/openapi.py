@@ -1,0 +1,323 @@
+"""The OpenAPI 3.1 document of the service, served at ``/v1/openapi.json``.
+
+Written by hand from the :mod:`memvault.models` types (their JSON shapes come
+from :mod:`memvault.wire`); a test validates real responses against it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from memvault.models import MAX_RECALL_LIMIT, MAX_SNIPPET_CHARS, Tier
+
+__all__ = ["openapi_document"]
+
+_ID: Final = {"type": "string", "maxLength": 128, "description": "1-128 of [A-Za-z0-9._:@-], not starting with '.'"}
+_OPT_ID: Final = {"type": "string", "maxLength": 128, "description": "an identifier, or empty"}
+_TIERS: Final = [t.value for t in Tier]
+_TIME: Final = {"type": "string", "format": "date-time"}
+
+
+def _obj(properties: dict[str, Any], required: list[str], description: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    if description:
+        schema["description"] = description
+    return schema
+
+
+_SCHEMAS: Final[dict[str, Any]] = {
+    "RetainRequest": _obj(
+        {
+            "workspace_id": _ID,
+            "agent_id": _OPT_ID,
+            "crew_id": _OPT_ID,
+            "tier": {"type": "string", "enum": _TIERS},
+            "key": {"type": "string", "description": "daily: YYYY-MM-DD or empty for today; peers: the slug"},
+            "content": {"type": "string", "minLength": 1},
+            "mode": {"type": "string", "enum": ["replace", "append"]},
+            "data_subject_id": _OPT_ID,
+        },
+        ["workspace_id", "tier", "content", "mode"],
+        "Store content in one document (contract P5-P13).",
+    ),
+    "RetainResult": _obj(
+        {"id": {"type": "string"}, "bytes": {"type": "integer", "minimum": 0}, "warning": {"type": "string"}},
+        ["id", "bytes", "warning"],
+    ),
+    "RecallRequest": _obj(
+        {
+            "workspace_id": _ID,
+            "agent_id": _OPT_ID,
+            "crew_id": _OPT_ID,
+            "query": {"type": "string", "minLength": 1},
+            "tier": {"oneOf": [{"type": "string", "enum": _TIERS}, {"type": "null"}]},
+            "limit": {"type": "integer", "description": f"advisory: <= 0 or > {MAX_RECALL_LIMIT} means 20"},
+        },
+        ["workspace_id", "query"],
+        "Search the caller's partitions line by line (contract P14-P20).",
+    ),
+    "RecallSnippet": _obj(
+        {
+            "source": {"type": "string"},
+            "line": {"type": "integer", "minimum": 1},
+            "snippet": {"type": "string", "maxLength": MAX_SNIPPET_CHARS},
+            "score": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        ["source", "line", "snippet", "score"],
+    ),
+    "RecallResult": _obj(
+        {
+            "hits": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/RecallSnippet"},
+                "maxItems": MAX_RECALL_LIMIT,
+            },
+            "quarantined": {"type": "array", "items": {"type": "string"}},
+        },
+        ["hits", "quarantined"],
+    ),
+    "ReadRequest": _obj(
+        {
+            "workspace_id": _ID,
+            "agent_id": _OPT_ID,
+            "crew_id": _OPT_ID,
+            "tier": {"type": "string", "enum": _TIERS},
+            "key": {"type": "string"},
+        },
+        ["workspace_id", "tier"],
+        "Read one whole document (contract P21).",
+    ),
+    "Quarantine": _obj(
+        {"category": {"type": "string"}, "pattern": {"type": "string"}, "sha256": {"type": "string"}},
+        ["category", "pattern", "sha256"],
+    ),
+    "ReadResult": _obj(
+        {
+            "id": {"type": "string"},
+            "content": {"type": "string"},
+            "quarantine": {"oneOf": [{"$ref": "#/components/schemas/Quarantine"}, {"type": "null"}]},
+        },
+        ["id", "content", "quarantine"],
+    ),
+    "ForgetRequest": _obj(
+        {
+            "workspace_id": _ID,
+            "agent_id": _OPT_ID,
+            "crew_id": _OPT_ID,
+            "id": {"type": "string", "description": "a document label (AGENT.md, daily/2026-01-31.md, ...)"},
+            "data_subject_id": _OPT_ID,
+        },
+        ["workspace_id"],
+        "Remove a document by label, or every document of a data subject (P22-P24).",
+    ),
+    "ForgetResult": _obj({"removed": {"type": "integer", "minimum": 0}}, ["removed"]),
+    "HealthStatus": _obj(
+        {"ok": {"type": "boolean"}, "message": {"type": "string"}, "checked_at": _TIME},
+        ["ok", "message", "checked_at"],
+    ),
+    "Capabilities": _obj(
+        {"provider": {"type": "string"}, "capabilities": {"type": "array", "items": {"type": "string"}}},
+        ["provider", "capabilities"],
+    ),
+    "QuarantineRecord": _obj(
+        {
+            "workspace_id": _ID,
+            "agent_id": _OPT_ID,
+            "crew_id": _OPT_ID,
+            "label": {"type": "string"},
+            "category": {"type": "string"},
+            "pattern": {"type": "string"},
+            "sha256": {"type": "string"},
+            "content": {"type": "string"},
+            "created_at": _TIME,
+        },
+        ["workspace_id", "label", "category", "pattern", "sha256", "content"],
+    ),
+    "QuarantineKept": _obj({"kept": {"type": "boolean"}}, ["kept"]),
+    "QuarantineListRequest": _obj({"workspace_id": _ID}, ["workspace_id"]),
+    "QuarantineList": _obj(
+        {
+            "records": {
+                "oneOf": [
+                    {"type": "array", "items": {"$ref": "#/components/schemas/QuarantineRecord"}},
+                    {"type": "null"},
+                ]
+            }
+        },
+        ["records"],
+    ),
+    "QuarantineGetRequest": _obj({"workspace_id": _ID, "sha256": {"type": "string"}}, ["workspace_id", "sha256"]),
+    "QuarantineGot": _obj(
+        {"record": {"oneOf": [{"$ref": "#/components/schemas/QuarantineRecord"}, {"type": "null"}]}},
+        ["record"],
+    ),
+    "Error": _obj(
+        {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "type": {
+                        "type": "string",
+                        "enum": [
+                            "InvalidRequest",
+                            "CapExceeded",
+                            "ContentRejected",
+                            "NotSupported",
+                            "Unauthorized",
+                            "UpstreamError",
+                            "UpstreamTimeout",
+                            "ServiceError",
+                        ],
+                        "description": "the memvault.errors class the provider raised",
+                    },
+                    "message": {"type": "string"},
+                    "field": {"type": "string", "description": "InvalidRequest: the offending field"},
+                    "tier": {"type": "string", "description": "CapExceeded"},
+                    "cap": {"type": "integer", "description": "CapExceeded"},
+                    "projected": {"type": "integer", "description": "CapExceeded"},
+                    "current": {"type": "integer", "description": "CapExceeded"},
+                    "category": {"type": "string", "description": "ContentRejected"},
+                    "pattern": {"type": "string", "description": "ContentRejected"},
+                    "sha256": {"type": "string", "description": "ContentRejected"},
+                },
+                "required": ["type", "message"],
+                "additionalProperties": False,
+            }
+        },
+        ["error"],
+        "Every non-2xx answer of the service's own routes.",
+    ),
+}
+
+_ERROR_TEXT: Final = {
+    "400": "InvalidRequest: bad JSON or a request breaking the contract",
+    "401": "Unauthorized: no bearer token, or an unknown one",
+    "403": "Unauthorized: the token is not bound to that workspace (existence is never revealed)",
+    "409": "CapExceeded: the document would exceed its tier's cap",
+    "413": "InvalidRequest: the body is over the service's limit",
+    "422": "ContentRejected by the scanner, or NotSupported by the provider",
+    "500": "ServiceError/UpstreamError: a bug in the provider or the service",
+    "502": "UpstreamError: the provider's storage failed",
+    "503": "UpstreamError: too many concurrent requests; retry shortly",
+    "504": "UpstreamTimeout: the provider did not answer within the request timeout",
+}
+
+
+def _error(status: str) -> dict[str, Any]:
+    return {
+        "description": _ERROR_TEXT[status],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+def _ok(schema: str, description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+    }
+
+
+def _post(op_id: str, summary: str, request: str, result: str, errors: list[str]) -> dict[str, Any]:
+    return {
+        "post": {
+            "operationId": op_id,
+            "summary": summary,
+            "security": [{"bearer": []}],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{request}"}}},
+            },
+            "responses": {"200": _ok(result, "the result"), **{s: _error(s) for s in errors}},
+        }
+    }
+
+
+_COMMON: Final = ["400", "401", "403", "413", "500", "502", "503", "504"]
+
+
+def _build() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "memvault service",
+            "version": "1",
+            "description": "Pluggable long-term memory for AI agents, over JSON. Served by `memvault serve`.",
+        },
+        "paths": {
+            "/v1/retain": _post(
+                "retain", "Store content in one document", "RetainRequest", "RetainResult", [*_COMMON, "409", "422"]
+            ),
+            "/v1/recall": _post(
+                "recall", "Search for lines matching a query", "RecallRequest", "RecallResult", [*_COMMON, "422"]
+            ),
+            "/v1/read": _post("read", "Read one whole document", "ReadRequest", "ReadResult", [*_COMMON, "422"]),
+            "/v1/forget": _post(
+                "forget", "Remove a document or a data subject", "ForgetRequest", "ForgetResult", [*_COMMON, "422"]
+            ),
+            "/v1/quarantine/keep": _post(
+                "quarantine_keep",
+                "Keep a copy of rejected content",
+                "QuarantineRecord",
+                "QuarantineKept",
+                [*_COMMON, "422"],
+            ),
+            "/v1/quarantine/list": _post(
+                "quarantine_list",
+                "List a workspace's quarantine copies",
+                "QuarantineListRequest",
+                "QuarantineList",
+                [*_COMMON, "422"],
+            ),
+            "/v1/quarantine/get": _post(
+                "quarantine_get",
+                "One quarantine copy by sha256",
+                "QuarantineGetRequest",
+                "QuarantineGot",
+                [*_COMMON, "422"],
+            ),
+            "/v1/health": {
+                "get": {
+                    "operationId": "health",
+                    "summary": "Probe the provider (no token needed; says nothing about tenants)",
+                    "responses": {"200": _ok("HealthStatus", "the provider's health"), "401": _error("401")},
+                }
+            },
+            "/v1/capabilities": {
+                "get": {
+                    "operationId": "capabilities",
+                    "summary": "The provider's name and declared capabilities",
+                    "security": [{"bearer": []}],
+                    "responses": {
+                        "200": _ok("Capabilities", "name and capabilities"),
+                        "401": _error("401"),
+                        "503": _error("503"),
+                    },
+                }
+            },
+            "/v1/openapi.json": {
+                "get": {
+                    "operationId": "openapi",
+                    "summary": "This document",
+                    "responses": {"200": {"description": "the OpenAPI 3.1 document"}},
+                }
+            },
+        },
+        "components": {
+            "schemas": _SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    """A fresh copy of the document (callers may mutate it)."""
+    return copy.deepcopy(_DOCUMENT)
+
+
+_DOCUMENT: Final = _build()

@@ -1,0 +1,42 @@
+"""The entry point module (group ``memvault``): the ``http-remote`` provider and the CLI commands."""
+
+from __future__ import annotations
+
+import click
+
+from memvault.markers import hookimpl
+from memvault.models import Capability
+from memvault.plugins import RegisterProvider
+from memvault_http_remote.client import HttpRemoteProvider
+
+__all__ = ["CAPABILITIES"]
+
+#: Declared statically (the registry needs them before any URL is known):
+#: ``remote`` and ``multi_process`` hold for the transport itself (any number of
+#: client processes share the server's store); ``cascade_forget`` and
+#: ``quarantine`` are passed through to the server's provider, which answers
+#: ``NotSupported`` (or no quarantine copy) when it lacks them. Serve a provider
+#: that has both (sqlite, memory) for full parity; ``GET /v1/capabilities``
+#: tells what the server's provider declares.
+CAPABILITIES = frozenset(
+    {Capability.REMOTE, Capability.MULTI_PROCESS, Capability.CASCADE_FORGET, Capability.QUARANTINE}
+)
+
+
+@hookimpl
+def memvault_register_providers(register: RegisterProvider) -> None:
+    register(
+        "http-remote",
+        HttpRemoteProvider,
+        capabilities=CAPABILITIES,
+        scratch=None,  # a scratch instance would need a server: pass --option url=... --option token=...
+        description="client of a `memvault serve` service over HTTP (settings: url, token, timeout)",
+    )
+
+
+@hookimpl
+def memvault_register_commands(cli: click.Group) -> None:
+    from memvault_http_remote.commands import serve, token
+
+    cli.add_command(serve)
+    cli.add_command(token)

@@ -1,0 +1,87 @@
+"""Running the service: uvicorn around :func:`~memvault_http_remote.app.create_app`.
+
+SIGTERM and SIGINT stop accepting connections, let in-flight requests finish
+(up to ``shutdown_grace`` seconds), then close the vault.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import sys
+from typing import Final
+
+import click
+import uvicorn
+
+from memvault.vault import Vault
+from memvault_http_remote.app import create_app
+from memvault_http_remote.settings import ServerSettings, TokenStore
+
+__all__ = ["is_loopback", "run_server"]
+
+log = logging.getLogger("memvault.serve")
+_LOG_FORMAT: Final = "%(asctime)s memvault.serve %(levelname)s %(message)s"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def configure_logging() -> None:
+    """One line per request on standard error (idempotent)."""
+    if not any(getattr(h, "_memvault", False) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+        handler._memvault = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+class _Server(uvicorn.Server):
+    """Prints the real listening address (also with ``port = 0``) once bound."""
+
+    describe: str = ""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.started:
+            return
+        for server in getattr(self, "servers", []):
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                shown = f"[{host}]" if ":" in str(host) else host
+                click.echo(f"memvault serve: listening on http://{shown}:{port} ({self.describe})")
+        sys.stdout.flush()
+
+
+def run_server(vault: Vault, settings: ServerSettings, tokens: TokenStore) -> None:
+    """Serve ``vault`` until SIGTERM/SIGINT; in-flight requests finish first. Closes the vault."""
+    configure_logging()
+    app = create_app(vault, settings, tokens)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=int(max(1, settings.shutdown_grace)),
+        limit_concurrency=None,
+    )
+    server = _Server(config)
+    auth = f"{len(tokens.entries)} token(s)" if tokens else "NO AUTH"
+    server.describe = f"provider {vault.name}, {auth}"
+    try:
+        server.run()
+    finally:
+        vault.close()
+        click.echo("memvault serve: stopped", err=True)
