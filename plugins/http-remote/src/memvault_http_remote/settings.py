@@ -52,7 +52,7 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def _sha256_hex(instance: object, attribute: Any, value: object) -> None:
+def _sha256_hex(instance: object, attribute: Any, value: Any) -> None:
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise InvalidRequest(
             "token sha256 must be 64 lowercase hex characters: generate the entry with `memvault token new`",
@@ -60,7 +60,7 @@ def _sha256_hex(instance: object, attribute: Any, value: object) -> None:
         )
 
 
-def _patterns(instance: object, attribute: Any, value: object) -> None:
+def _patterns(instance: object, attribute: Any, value: Any) -> None:
     if not isinstance(value, list) or not value:
         raise InvalidRequest(
             'token workspaces must list at least one workspace id or pattern (e.g. ["acme", "team-*"] or ["*"])',
@@ -99,12 +99,12 @@ class _TokensFile:
     tokens: list[TokenEntry] = field(factory=list)
 
 
-def _positive(instance: object, attribute: Any, value: object) -> None:
+def _positive(instance: object, attribute: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise InvalidRequest(f"server.{attribute.name} must be a positive number, got {value!r}", field=attribute.name)
 
 
-def _port(instance: object, attribute: Any, value: object) -> None:
+def _port(instance: object, attribute: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
         raise InvalidRequest(f"server.port must be an integer in 0..65535, got {value!r}", field="port")
 
