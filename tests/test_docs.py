@@ -1,4 +1,4 @@
-"""Every code sample in docs/ runs: ```python blocks are executed, ```console
+"""Every code sample in README.md and docs/ runs: ```python blocks are executed, ```console
 blocks' `$ memvault ...` lines are run and their shown output checked.
 
 Lines that install, start a long-running server or run the test matrix are
@@ -28,8 +28,8 @@ _NOT_RUN = ("pip install", "memvault serve", "tox ", "git clone", "cd ")
 
 def _blocks(kind: str) -> list[tuple[str, int, str]]:
     found = []
-    for page in sorted(DOCS.rglob("*.md")):
-        rel = page.relative_to(DOCS).as_posix()
+    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        rel = page.relative_to(DOCS).as_posix() if page.is_relative_to(DOCS) else page.name
         if rel in NOT_SAMPLES:
             continue
         source = page.read_text(encoding="utf-8")
