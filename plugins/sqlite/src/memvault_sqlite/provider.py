@@ -1,0 +1,562 @@
+"""The ``sqlite`` provider: one database file, WAL, a line-level FTS5 index."""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final, TypeVar
+
+from memvault import text
+from memvault.errors import InvalidRequest, MemvaultError, NotSupported, UpstreamError
+from memvault.markers import hookimpl
+from memvault.models import (
+    Capability,
+    ForgetRequest,
+    ForgetResult,
+    HealthStatus,
+    ReadRequest,
+    ReadResult,
+    RecallRequest,
+    RecallResult,
+    RetainRequest,
+    RetainResult,
+    Tier,
+    check_cap,
+)
+from memvault.models import QuarantineRecord as _QuarantineRecord
+
+from memvault_sqlite import schema
+from memvault_sqlite.search import Candidate, fts_query, query_terms, rank
+
+__all__ = ["SqliteProvider"]
+
+_T = TypeVar("_T")
+_HEADER: Final = b"SQLite format 3\x00"
+_SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
+_OUR_TABLES: Final = frozenset({"partitions", "documents", "lines", "quarantine", "probe"})
+MEMORY: Final = ":memory:"
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+class SqliteProvider:
+    """memvault documents in one SQLite database.
+
+    :param path: the database file, created with its schema on first open
+        (``:memory:`` for a private in-memory database, for tests).
+    :param timeout: seconds a call waits for another thread's or process's
+        write lock before giving up with :class:`~memvault.errors.UpstreamError`.
+    :param synchronous: ``full`` (default: an acknowledged retain survives power
+        loss) or ``normal`` (survives a process crash; faster commits).
+    """
+
+    capabilities: Final = frozenset(
+        {Capability.MULTI_PROCESS, Capability.DURABLE, Capability.CASCADE_FORGET, Capability.QUARANTINE}
+    )
+
+    def __init__(self, path: str = "memvault.db", timeout: float = 10.0, synchronous: str = "full") -> None:
+        if synchronous.lower() not in _SYNCHRONOUS:
+            raise InvalidRequest(
+                f"synchronous {synchronous!r} is not a SQLite synchronous level: use one of {', '.join(_SYNCHRONOUS)}",
+                field="synchronous",
+            )
+        if timeout <= 0:
+            raise InvalidRequest("timeout must be a positive number of seconds", field="timeout")
+        self.timeout = float(timeout)
+        self.synchronous = synchronous.lower()
+        self._memory = path == MEMORY
+        if self._memory:
+            # One private database shared by this instance's connections.
+            self.path = MEMORY
+            self._uri = f"file:memvault-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        else:
+            resolved = Path(path).expanduser().absolute()
+            _check_location(resolved)
+            self.path = str(resolved)
+            self._uri = resolved.as_uri()
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._conn_lock = threading.Lock()
+        # In-memory databases share one cache, where SQLite's table locks do not
+        # honour busy_timeout: serialise instead.
+        self._memory_lock = threading.RLock() if self._memory else None
+        self._closed = False
+        try:
+            self._open_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- connections ---------------------------------------------------------
+
+    def _connect(self, busy_ms: int | None = None) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self._uri, uri=True, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise UpstreamError(f"cannot open the sqlite database {self.path}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms if busy_ms is not None else int(self.timeout * 1000)}")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise _not_a_database(self.path, exc) from exc
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise UpstreamError(f"the sqlite provider for {self.path} is closed: open a new vault")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._conn_lock:
+                self._connections.append(conn)
+        return conn
+
+    def _open_schema(self) -> None:
+        conn = self._conn()
+
+        def setup() -> int:
+            if not self._memory:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise UpstreamError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
+            with self._write(conn):
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                if version == 0:
+                    foreign = {
+                        r[0]
+                        for r in conn.execute(
+                            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                            " AND name NOT LIKE 'lines_fts%'"
+                        )
+                    } - _OUR_TABLES
+                    if foreign:
+                        raise InvalidRequest(
+                            f"{self.path} is a SQLite database of another application (it has tables "
+                            f"{', '.join(sorted(foreign)[:5])}): point path at a new file or a memvault database",
+                            field="path",
+                        )
+                try:
+                    return schema.migrate(conn)
+                except ValueError as exc:
+                    raise UpstreamError(_newer_message(self.path, int(exc.args[0]))) from None
+
+        self._retry(setup, "open")
+
+    def close(self) -> None:
+        """Close every connection this provider opened. Idempotent."""
+        self._closed = True
+        with self._conn_lock:
+            conns, self._connections = self._connections, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    # -- transactions and retries --------------------------------------------
+
+    @contextmanager
+    def _write(self, conn: sqlite3.Connection) -> Iterator[None]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        conn.execute("COMMIT")
+
+    def _retry(self, action: Callable[[], _T], verb: str) -> _T:
+        """Run ``action``; retry "database is locked" up to ``timeout`` seconds, then UpstreamError."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.005
+        while True:
+            try:
+                if self._memory_lock is not None:
+                    with self._memory_lock:
+                        return action()
+                return action()
+            except MemvaultError:
+                raise
+            except sqlite3.Error as exc:
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(delay * (0.5 + random.random()))
+                    delay = min(delay * 2, 0.2)
+                    continue
+                if _is_busy(exc):
+                    raise UpstreamError(
+                        f"sqlite database {self.path} stayed locked by another writer for more than "
+                        f"{self.timeout:g} s during {verb}: retry later, or raise the provider's timeout setting"
+                    ) from exc
+                if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+                    raise _not_a_database(self.path, exc) from exc
+                raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
+            except OSError as exc:
+                raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
+
+    # -- verbs -----------------------------------------------------------------
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        ref = request.ref
+        label = ref.label
+
+        def write() -> RetainResult:
+            conn = self._conn()
+            with self._write(conn):
+                part = ref.partition
+                pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
+                assert pid is not None
+                row = conn.execute(
+                    "SELECT id, body, size, data_subject_id FROM documents WHERE partition_id = ? AND tier = ?"
+                    " AND key = ?",
+                    (pid, ref.tier.value, ref.key),
+                ).fetchone()
+                old_body = row[1] if row else ""
+                current = int(row[2]) if row else 0
+                body = old_body + request.content if request.mode == "append" else request.content
+                size = len(body.encode("utf-8"))
+                warning = check_cap(request.tier, current=current, projected=size)
+                subject = request.data_subject_id or (row[3] if row else "")
+                stamp = schema.now_iso()
+                if row is None:
+                    cur = conn.execute(
+                        "INSERT INTO documents (partition_id, workspace_id, agent_id, crew_id, tier, key, label,"
+                        " body, size, data_subject_id, created_at, updated_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            pid,
+                            part.workspace_id,
+                            request.agent_id if part.kind == "agent" else "",
+                            request.crew_id if part.kind == "crew" else "",
+                            ref.tier.value,
+                            ref.key,
+                            label,
+                            body,
+                            size,
+                            subject,
+                            stamp,
+                            stamp,
+                        ),
+                    )
+                    doc_id = int(cur.lastrowid or 0)
+                else:
+                    doc_id = int(row[0])
+                    conn.execute(
+                        "UPDATE documents SET body = ?, size = ?, data_subject_id = ?, updated_at = ? WHERE id = ?",
+                        (body, size, subject, stamp, doc_id),
+                    )
+                schema.reindex_document(conn, doc_id, pid, old_body, body)
+            return RetainResult(id=label, bytes=size, warning=warning)
+
+        return self._retry(write, "retain")
+
+    @hookimpl
+    def memvault_recall(self, request: RecallRequest) -> RecallResult:
+        query = text.Query.parse(request.query)
+        terms = query_terms(query)
+        if not terms:
+            return RecallResult(hits=[])
+        match = fts_query(terms)
+
+        def search() -> RecallResult:
+            conn = self._conn()
+            candidates: list[Candidate] = []
+            line_count = term_count = 0
+            # One read transaction: the statistics and the candidates see the same snapshot.
+            conn.execute("BEGIN")
+            try:
+                for partition, tiers in request.scopes():
+                    pid = schema.partition_id(
+                        conn, partition.workspace_id, partition.kind, partition.owner_id, create=False
+                    )
+                    if pid is None:
+                        continue
+                    tier_values = tuple(t.value for t in tiers)
+                    marks = ", ".join("?" * len(tier_values))
+                    stats = conn.execute(
+                        "SELECT coalesce(sum(line_count), 0), coalesce(sum(term_count), 0) FROM documents"
+                        f" WHERE partition_id = ? AND tier IN ({marks})",
+                        (pid, *tier_values),
+                    ).fetchone()
+                    line_count += int(stats[0])
+                    term_count += int(stats[1])
+                    low = pid << schema.LINE_BITS
+                    rows = conn.execute(
+                        "SELECT d.id, d.label, l.line_no, l.text, l.length FROM lines_fts"
+                        " JOIN lines AS l ON l.id = lines_fts.rowid"
+                        " JOIN documents AS d ON d.id = l.document_id"
+                        f" WHERE lines_fts MATCH ? AND lines_fts.rowid BETWEEN ? AND ? AND d.tier IN ({marks})",
+                        (match, low, low + (1 << schema.LINE_BITS) - 1, *tier_values),
+                    ).fetchall()
+                    candidates.extend(
+                        Candidate(document=r[0], source=r[1], number=r[2], text=r[3], length=r[4]) for r in rows
+                    )
+            finally:
+                conn.execute("COMMIT")
+            hits = rank(query, candidates, line_count=line_count, term_count=term_count, limit=request.limit)
+            return RecallResult(hits=hits)
+
+        return self._retry(search, "recall")
+
+    @hookimpl
+    def memvault_read(self, request: ReadRequest) -> ReadResult:
+        ref = request.ref
+
+        def read() -> ReadResult:
+            part = ref.partition
+            row = (
+                self._conn()
+                .execute(
+                    "SELECT d.body FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
+                    " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? AND d.tier = ? AND d.key = ?",
+                    (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
+                )
+                .fetchone()
+            )
+            return ReadResult(id=ref.label, content=row[0] if row else "")
+
+        return self._retry(read, "read")
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        def erase() -> int:
+            conn = self._conn()
+            with self._write(conn):
+                if request.id:
+                    ref = request.ref
+                    part = ref.partition
+                    rows = conn.execute(
+                        "SELECT d.id FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
+                        " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? AND d.tier = ? AND d.key = ?",
+                        (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
+                    ).fetchall()
+                else:
+                    rows = conn.execute(
+                        "SELECT id FROM documents WHERE workspace_id = ? AND data_subject_id = ?",
+                        (request.workspace_id, request.data_subject_id),
+                    ).fetchall()
+                for (doc_id,) in rows:
+                    schema.delete_lines(conn, doc_id)
+                    conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+                if rows:
+                    # Merge every FTS segment into one: the erased terms leave the index
+                    # instead of lingering under delete markers; secure_delete zeroes the
+                    # freed pages.
+                    conn.execute("INSERT INTO lines_fts (lines_fts) VALUES ('optimize')")
+            return len(rows)
+
+        removed = self._retry(erase, "forget")
+        if removed:
+            self._checkpoint()
+        return ForgetResult(removed=removed)
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database and truncate it, so erased text leaves the WAL file."""
+        if self._memory:
+            return
+        conn = self._conn()
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except sqlite3.Error as exc:
+                if not _is_busy(exc):
+                    raise UpstreamError(f"sqlite database {self.path}: WAL checkpoint failed: {exc}") from exc
+                busy = 1
+            if not busy:
+                return
+            if time.monotonic() >= deadline:
+                raise UpstreamError(
+                    f"sqlite database {self.path}: the documents were removed, but readers kept the WAL "
+                    f"busy for {self.timeout:g} s so erased text may remain in {self.path}-wal until the "
+                    "next checkpoint: retry the forget (it is idempotent) when readers are idle"
+                )
+            time.sleep(0.01)
+
+    @hookimpl
+    def memvault_health(self) -> HealthStatus:
+        return health(self)
+
+    # -- quarantine (P30) ------------------------------------------------------
+
+    @hookimpl
+    def memvault_quarantine_keep(self, record: _QuarantineRecord) -> bool:
+        def keep() -> bool:
+            conn = self._conn()
+            with self._write(conn):
+                conn.execute(
+                    "INSERT INTO quarantine (workspace_id, agent_id, crew_id, label, category, pattern, sha256,"
+                    " content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        record.workspace_id,
+                        record.agent_id,
+                        record.crew_id,
+                        record.label,
+                        record.category,
+                        record.pattern,
+                        record.sha256,
+                        record.content,
+                        record.created_at.isoformat(),
+                    ),
+                )
+            return True
+
+        return self._retry(keep, "quarantine_keep")
+
+    @hookimpl
+    def memvault_quarantine_list(self, workspace_id: str) -> list[_QuarantineRecord]:
+        def listing() -> list[_QuarantineRecord]:
+            rows = (
+                self._conn()
+                .execute(f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = ? ORDER BY id", (workspace_id,))
+                .fetchall()
+            )
+            return [_record(r) for r in rows]
+
+        return self._retry(listing, "quarantine_list")
+
+    @hookimpl
+    def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> _QuarantineRecord | None:
+        def get() -> _QuarantineRecord | None:
+            row = (
+                self._conn()
+                .execute(
+                    f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = ? AND sha256 = ? ORDER BY id DESC LIMIT 1",
+                    (workspace_id, sha256),
+                )
+                .fetchone()
+            )
+            return _record(row) if row else None
+
+        return self._retry(get, "quarantine_get")
+
+    def __repr__(self) -> str:
+        return f"<SqliteProvider path={self.path!r}>"
+
+
+_QCOLS: Final = "workspace_id, agent_id, crew_id, label, category, pattern, sha256, content, created_at"
+
+
+def _record(row: tuple[str, ...]) -> _QuarantineRecord:
+    import datetime as _dt
+
+    return _QuarantineRecord(
+        workspace_id=row[0],
+        agent_id=row[1],
+        crew_id=row[2],
+        label=row[3],
+        category=row[4],
+        pattern=row[5],
+        sha256=row[6],
+        content=row[7],
+        created_at=_dt.datetime.fromisoformat(row[8]),
+    )
+
+
+def _newer_message(path: str, version: int) -> str:
+    return (
+        f"sqlite database {path} has schema version {version}, newer than the {schema.SCHEMA_VERSION} this "
+        "memvault-sqlite understands (a newer release wrote it): upgrade memvault-sqlite, or open another file"
+    )
+
+
+def _not_a_database(path: str, exc: BaseException) -> InvalidRequest:
+    return InvalidRequest(
+        f"{path} is not a SQLite database ({exc}): point path at a memvault database or a new file", field="path"
+    )
+
+
+def _check_location(path: Path) -> None:
+    """Refuse, before SQLite sees it, a path whose directory is missing or unwritable, or a non-SQLite file."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise InvalidRequest(
+            f"the directory of the sqlite database {path} does not exist: create {parent} or set path to a "
+            "file in an existing directory",
+            field="path",
+        )
+    if path.is_dir():
+        raise InvalidRequest(f"sqlite path {path} is a directory: set path to a file name", field="path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UpstreamError(
+            f"the directory {parent} of the sqlite database is not writable (SQLite needs to create its "
+            "-wal and -shm files there): fix its permissions or choose another directory"
+        )
+    if path.exists():
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise UpstreamError(f"sqlite database {path} is not readable and writable: fix its permissions")
+        try:
+            with path.open("rb") as fh:
+                header = fh.read(len(_HEADER))
+        except OSError as exc:
+            raise UpstreamError(f"cannot read sqlite database {path}: {exc}") from exc
+        if header and header != _HEADER:
+            raise InvalidRequest(
+                f"{path} is not a SQLite database (its header is not 'SQLite format 3'): point path at a "
+                "memvault database or a new file",
+                field="path",
+            )
+
+
+def health(provider: SqliteProvider) -> HealthStatus:
+    """Open a fresh connection, run a query and a rolled-back write probe (P25-P27)."""
+    if provider._memory:
+        try:
+            provider._retry(lambda: provider._conn().execute("SELECT count(*) FROM documents").fetchone(), "health")
+        except MemvaultError as exc:
+            return HealthStatus(ok=False, message=str(exc))
+        return HealthStatus(ok=True)
+    path = Path(provider.path)
+    if not path.parent.is_dir():
+        return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is missing")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is not writable")
+    if not path.exists():
+        return HealthStatus(ok=False, message=f"the sqlite database file {path} is missing (deleted after open?)")
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(len(_HEADER))
+    except OSError as exc:
+        return HealthStatus(ok=False, message=f"the sqlite database {path} cannot be read: {exc}")
+    if header != _HEADER:
+        return HealthStatus(ok=False, message=f"{path} is not a SQLite database any more (its header is wrong)")
+    try:
+        conn = provider._connect(busy_ms=100)
+    except MemvaultError as exc:
+        return HealthStatus(ok=False, message=f"the sqlite database cannot be opened: {exc}")
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > schema.SCHEMA_VERSION:
+            return HealthStatus(ok=False, message=_newer_message(str(path), version))
+        conn.execute("SELECT count(*) FROM partitions").fetchone()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO probe DEFAULT VALUES")
+        finally:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        if _is_busy(exc):
+            return HealthStatus(ok=False, message=f"the sqlite database {path} is locked by a long write")
+        if "readonly" in str(exc).lower():
+            return HealthStatus(ok=False, message=f"the sqlite database {path} is read-only: {exc}")
+        return HealthStatus(ok=False, message=f"the sqlite database {path} failed a probe query: {exc}")
+    finally:
+        conn.close()
+    return HealthStatus(ok=True)

@@ -1,0 +1,224 @@
+"""The database schema and its versioned migrations (``PRAGMA user_version``).
+
+Version history:
+
+* **1** (memvault-sqlite 0.0.x pre-releases): one ``documents`` table keyed by
+  ``(workspace_id, agent_id, crew_id, tier, key)`` holding ``body`` and
+  ``updated_at``; recall scanned bodies. No data subject, no line index.
+* **2** (0.1): ``partitions`` (one row per workspace/agent or workspace/crew,
+  numbering its lines), ``documents`` (with ``data_subject_id`` and
+  timestamps), ``lines`` (one row per non-blank line, its id = partition id
+  << 32 | sequence), the contentless FTS5 index ``lines_fts`` over the lines'
+  stemmed terms (``detail=none``: only "which lines hold this term"), and
+  ``quarantine``.
+
+A migration runs inside one ``BEGIN IMMEDIATE`` transaction, so concurrent
+openers wait for it and a failed migration leaves the old version intact.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sqlite3
+from collections.abc import Callable
+from typing import Final
+
+from memvault.models import Tier, label_for
+
+from memvault_sqlite.search import index_line
+
+__all__ = ["LINE_BITS", "SCHEMA_VERSION", "migrate", "reindex_document"]
+
+SCHEMA_VERSION: Final = 2
+#: A line's rowid is ``partition_id << LINE_BITS | sequence``: the lines of one
+#: partition form one contiguous rowid range, which FTS5 seeks to directly.
+LINE_BITS: Final = 32
+
+_V2: Final = """
+CREATE TABLE partitions (
+    id INTEGER PRIMARY KEY,
+    workspace_id TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('agent', 'crew')),
+    owner_id TEXT NOT NULL,
+    next_line INTEGER NOT NULL DEFAULT 1,
+    UNIQUE (workspace_id, kind, owner_id)
+);
+CREATE TABLE documents (
+    id INTEGER PRIMARY KEY,
+    partition_id INTEGER NOT NULL REFERENCES partitions (id),
+    workspace_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    crew_id TEXT NOT NULL DEFAULT '',
+    tier TEXT NOT NULL,
+    key TEXT NOT NULL DEFAULT '',
+    label TEXT NOT NULL,
+    body TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    data_subject_id TEXT NOT NULL DEFAULT '',
+    line_count INTEGER NOT NULL DEFAULT 0,
+    term_count INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (partition_id, tier, key)
+);
+CREATE INDEX documents_by_subject ON documents (workspace_id, data_subject_id) WHERE data_subject_id != '';
+CREATE TABLE lines (
+    id INTEGER PRIMARY KEY,
+    document_id INTEGER NOT NULL REFERENCES documents (id),
+    line_no INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    terms TEXT NOT NULL,
+    length INTEGER NOT NULL
+);
+CREATE INDEX lines_by_document ON lines (document_id, line_no);
+CREATE VIRTUAL TABLE lines_fts USING fts5 (
+    terms, content='', columnsize=0, detail=none, tokenize="ascii tokenchars '_'"
+);
+CREATE TABLE quarantine (
+    id INTEGER PRIMARY KEY,
+    workspace_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    crew_id TEXT NOT NULL DEFAULT '',
+    label TEXT NOT NULL,
+    category TEXT NOT NULL,
+    pattern TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX quarantine_by_digest ON quarantine (workspace_id, sha256);
+CREATE TABLE probe (id INTEGER PRIMARY KEY);
+"""
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def partition_id(conn: sqlite3.Connection, workspace_id: str, kind: str, owner_id: str, *, create: bool) -> int | None:
+    """The partition's id, created on first write when ``create``."""
+    row = conn.execute(
+        "SELECT id FROM partitions WHERE workspace_id = ? AND kind = ? AND owner_id = ?",
+        (workspace_id, kind, owner_id),
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    if not create:
+        return None
+    cur = conn.execute(
+        "INSERT INTO partitions (workspace_id, kind, owner_id) VALUES (?, ?, ?)", (workspace_id, kind, owner_id)
+    )
+    return int(cur.lastrowid or 0)
+
+
+def reindex_document(conn: sqlite3.Connection, document_id: int, pid: int, old_body: str, new_body: str) -> None:
+    """Bring the document's lines and their FTS entries from ``old_body`` to ``new_body``.
+
+    Only lines whose text changed are touched, so an append re-indexes the
+    last old line and the new ones, not the whole document.
+    """
+    old_lines = old_body.splitlines()
+    new_lines = new_body.splitlines()
+    stale = [n for n in range(1, len(old_lines) + 1) if n > len(new_lines) or old_lines[n - 1] != new_lines[n - 1]]
+    fresh = [n for n in range(1, len(new_lines) + 1) if n > len(old_lines) or old_lines[n - 1] != new_lines[n - 1]]
+    if stale:
+        delete_lines(conn, document_id, stale)
+    if fresh:
+        indexed = [il for n in fresh if (il := index_line(n, new_lines[n - 1])) is not None]
+        if indexed:
+            row = conn.execute(
+                "UPDATE partitions SET next_line = next_line + ? WHERE id = ? RETURNING next_line - ?",
+                (len(indexed), pid, len(indexed)),
+            ).fetchone()
+            first = (pid << LINE_BITS) | int(row[0])
+            rows = [(first + i, document_id, il.number, il.text, il.terms, il.length) for i, il in enumerate(indexed)]
+            conn.executemany(
+                "INSERT INTO lines (id, document_id, line_no, text, terms, length) VALUES (?, ?, ?, ?, ?, ?)", rows
+            )
+            conn.executemany("INSERT INTO lines_fts (rowid, terms) VALUES (?, ?)", [(r[0], r[4]) for r in rows])
+    conn.execute(
+        "UPDATE documents SET line_count = (SELECT count(*) FROM lines WHERE document_id = ?1),"
+        " term_count = (SELECT coalesce(sum(length), 0) FROM lines WHERE document_id = ?1) WHERE id = ?1",
+        (document_id,),
+    )
+
+
+def delete_lines(conn: sqlite3.Connection, document_id: int, numbers: list[int] | None = None) -> None:
+    """Remove lines (all when ``numbers`` is None) from ``lines`` and from the contentless FTS index."""
+    if numbers is None:
+        rows = conn.execute("SELECT id, terms FROM lines WHERE document_id = ?", (document_id,)).fetchall()
+    else:
+        rows = []
+        for n in numbers:
+            rows.extend(
+                conn.execute(
+                    "SELECT id, terms FROM lines WHERE document_id = ? AND line_no = ?", (document_id, n)
+                ).fetchall()
+            )
+    if not rows:
+        return
+    # A contentless FTS5 table forgets a row only when told its exact terms.
+    conn.executemany("INSERT INTO lines_fts (lines_fts, rowid, terms) VALUES ('delete', ?, ?)", rows)
+    conn.executemany("DELETE FROM lines WHERE id = ?", [(r[0],) for r in rows])
+
+
+def _create_v2(conn: sqlite3.Connection) -> None:
+    for statement in _V2.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _from_v1(conn: sqlite3.Connection) -> None:
+    """v1 -> v2: move bodies into the new tables and index their lines."""
+    conn.execute("ALTER TABLE documents RENAME TO documents_v1")
+    _create_v2(conn)
+    stamp = now_iso()
+    for workspace_id, agent_id, crew_id, tier_value, key, body, updated_at in conn.execute(
+        "SELECT workspace_id, agent_id, crew_id, tier, key, body, updated_at FROM documents_v1 ORDER BY rowid"
+    ).fetchall():
+        tier = Tier(tier_value)
+        kind, owner = ("crew", crew_id) if tier is Tier.CREW else ("agent", agent_id)
+        pid = partition_id(conn, workspace_id, kind, owner, create=True)
+        assert pid is not None
+        cur = conn.execute(
+            "INSERT INTO documents (partition_id, workspace_id, agent_id, crew_id, tier, key, label, body, size,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                pid,
+                workspace_id,
+                agent_id,
+                crew_id,
+                tier.value,
+                key,
+                label_for(tier, key),
+                body,
+                len(body.encode("utf-8")),
+                updated_at or stamp,
+                updated_at or stamp,
+            ),
+        )
+        reindex_document(conn, int(cur.lastrowid or 0), pid, "", body)
+    conn.execute("DROP TABLE documents_v1")
+
+
+#: ``MIGRATIONS[v]`` brings a version ``v`` database to version ``v + 1``.
+MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {1: _from_v1}
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Create or upgrade the schema; the caller holds a write transaction.
+
+    :return: the version the database had before.
+    :raises ValueError: for a version newer than :data:`SCHEMA_VERSION`.
+    """
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise ValueError(version)
+    if version == 0:
+        _create_v2(conn)
+    else:
+        for v in range(version, SCHEMA_VERSION):
+            MIGRATIONS[v](conn)
+    if version != SCHEMA_VERSION:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return version

@@ -1,0 +1,180 @@
+"""Index terms and ranking for the sqlite provider.
+
+FTS5 only finds candidates: every line of the searched partitions that shares
+an index term with the query. Scores are computed here, over the statistics of
+the searched partitions alone (never the whole database), so a recall costs
+what its own partition costs and scores do not drift with other tenants' data.
+
+Index terms are :func:`memvault.text.tokenize` tokens reduced by
+:func:`memvault.text.stem`, written as FTS-safe ASCII words (see
+:func:`fts_token`), so FTS5 never tokenises or stems anything itself and the
+candidate set is exactly "lines sharing a term". A query reaches FTS5 only as
+an ``OR`` of quoted index terms built here, never as user-written syntax.
+
+Scoring (all in [0, 1], monotonic in relevance):
+
+* a line holding the query's words consecutively (``memvault.text``'s phrase,
+  case-insensitive) scores in (0.5, 1];
+* other candidate lines score in (0, 0.5): BM25 over the partition's lines,
+  normalised by the best score the query could reach, plus two context
+  signals that help conversational memories (see :data:`NEIGHBOUR_WEIGHT` and
+  :data:`DOCUMENT_WEIGHT`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from attrs import frozen
+
+from memvault import text
+from memvault.models import RecallSnippet
+
+__all__ = ["Candidate", "IndexedLine", "fts_query", "fts_token", "index_line", "query_terms", "rank"]
+
+_K1: Final = 1.2
+_B: Final = 0.75
+_PHRASE_FLOOR: Final = 0.5
+_TERM_CEILING: Final = 0.49
+#: Share of a line's score taken from its best-matching neighbour line (the turn
+#: before or after, in the same document): the answer to a question often sits
+#: next to the line that names the question's subject.
+NEIGHBOUR_WEIGHT: Final = 0.15
+#: Share taken from how well the line's whole document matches: lines of a
+#: document that covers more of the query's terms rank higher.
+DOCUMENT_WEIGHT: Final = 0.15
+_ASCII_WORD: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def fts_token(term: str) -> str:
+    """``term`` as one FTS5 ``ascii`` token: ``[a-z0-9]+`` as is, anything else hex-encoded after ``_``.
+
+    Plain ASCII words never contain ``_`` here, so the two forms cannot collide.
+    """
+    if term and all(ch in _ASCII_WORD for ch in term):
+        return term
+    return "_" + term.encode("utf-8").hex()
+
+
+@frozen(kw_only=True)
+class IndexedLine:
+    """One non-blank line as stored: its text, FTS terms and length in terms."""
+
+    number: int
+    text: str
+    terms: str
+    length: int
+
+
+def index_line(number: int, line: str) -> IndexedLine | None:
+    """The stored form of one line, or ``None`` for a line without a word."""
+    tokens = text.tokenize(line)
+    if not tokens:
+        return None
+    length = sum(1 for t in tokens if t not in text.STOP_WORDS) or 1
+    return IndexedLine(
+        number=number, text=line, terms=" ".join(fts_token(text.stem(t)) for t in tokens), length=length
+    )
+
+
+def query_terms(query: text.Query) -> tuple[str, ...]:
+    """The index terms a query searches for (its stemmed non-stop words)."""
+    return tuple(dict.fromkeys(fts_token(t) for t in query.terms))
+
+
+def fts_query(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH expression: the terms OR-ed, each quoted (terms are ``[a-z0-9_]+``)."""
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+@frozen(kw_only=True)
+class Candidate:
+    """A line FTS5 returned: where it is and its text."""
+
+    document: int
+    source: str
+    number: int
+    text: str
+    length: int
+
+
+def _contains_phrase(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
+    n = len(phrase)
+    if n == 0 or n > len(tokens):
+        return False
+    first = phrase[0]
+    return any(tok == first and tuple(tokens[i : i + n]) == tuple(phrase) for i, tok in enumerate(tokens))
+
+
+def rank(
+    query: text.Query,
+    candidates: Iterable[Candidate],
+    *,
+    line_count: int,
+    term_count: int,
+    limit: int,
+) -> list[RecallSnippet]:
+    """Score ``candidates`` (lines of the searched partitions sharing a query term).
+
+    :param line_count: indexed lines in the searched partitions and tiers.
+    :param term_count: their total length in terms (for BM25's length norm).
+    """
+    wanted = query_terms(query)
+    if not wanted:
+        return []
+    rows: list[tuple[Candidate, list[str], Counter[str]]] = []
+    df: Counter[str] = Counter()
+    for cand in candidates:
+        tokens = text.tokenize(cand.text)
+        counts = Counter(fts_token(text.stem(t)) for t in tokens)
+        present = [t for t in wanted if t in counts]
+        if not present:  # FTS said it matched; trust only our own terms (P17)
+            continue
+        df.update(present)
+        rows.append((cand, tokens, counts))
+    if not rows:
+        return []
+    n_lines = max(line_count, len(rows))
+    avg_len = max(term_count, 1) / max(n_lines, 1)
+    idf = {t: math.log(1.0 + (n_lines - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
+    best_possible = sum(idf.values()) * (_K1 + 1.0) or 1.0
+    total_idf = sum(idf.values()) or 1.0
+
+    relative: dict[tuple[int, int], float] = {}
+    covered: dict[int, set[str]] = {}
+    for cand, _tokens, counts in rows:
+        norm = _K1 * (1.0 - _B + _B * cand.length / avg_len)
+        bm25 = 0.0
+        for term in wanted:
+            tf = counts.get(term)
+            if tf:
+                bm25 += idf[term] * tf * (_K1 + 1.0) / (tf + norm)
+                covered.setdefault(cand.document, set()).add(term)
+        relative[(cand.document, cand.number)] = min(bm25 / best_possible, 1.0)
+    doc_cover = {doc: sum(idf[t] for t in terms) / total_idf for doc, terms in covered.items()}
+
+    scored: list[tuple[float, str, int, str]] = []
+    own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
+    for cand, tokens, _counts in rows:
+        key = (cand.document, cand.number)
+        neighbour = max(
+            relative.get((cand.document, cand.number - 1), 0.0),
+            relative.get((cand.document, cand.number + 1), 0.0),
+        )
+        blended = (
+            own_weight * relative[key] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[cand.document]
+        )
+        blended = min(max(blended, 1e-6), 1.0)
+        if _contains_phrase(tokens, query.phrase):
+            score = _PHRASE_FLOOR + (1.0 - _PHRASE_FLOOR) * blended
+        else:
+            score = _TERM_CEILING * blended
+        scored.append((score, cand.source, cand.number, cand.text))
+    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
+    return [
+        RecallSnippet(source=source, line=number, snippet=text.snippet_around(line, query), score=round(score, 6))
+        for score, source, number, line in scored[:limit]
+    ]
