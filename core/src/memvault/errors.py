@@ -58,19 +58,25 @@ class CapExceeded(MemvaultError):
 class ContentRejected(MemvaultError):
     """The scanner found a prompt-injection or exfiltration shape (contract P29-P30).
 
-    The live document is unchanged and a quarantine copy was kept for the operator.
+    The live document is unchanged. ``kept`` tells whether the provider kept a
+    quarantine copy for the operator (the write fails either way: fail closed).
     """
 
-    def __init__(self, *, category: str, pattern: str, sha256: str, detail: str = "") -> None:
+    def __init__(self, *, category: str, pattern: str, sha256: str, detail: str = "", kept: bool = True) -> None:
         extra = f" ({detail})" if detail else ""
+        where = (
+            "an operator can inspect the quarantined copy with `memvault quarantine show`"
+            if kept
+            else "no quarantine copy was kept"
+        )
         super().__init__(
             f"content rejected by the scanner: category {category!r}, pattern {pattern!r}"
-            f"{extra}; sha256 {sha256}. Remove the flagged text; an operator can inspect "
-            "the quarantined copy with `memvault quarantine show`"
+            f"{extra}; sha256 {sha256}. Remove the flagged text; {where}"
         )
         self.category = category
         self.pattern = pattern
         self.sha256 = sha256
+        self.kept = kept
 
 
 class NotSupported(MemvaultError):

@@ -21,6 +21,7 @@ from memvault.models import (
     ForgetResult,
     HealthStatus,
     Partition,
+    QuarantineRecord,
     ReadRequest,
     ReadResult,
     RecallRequest,
@@ -47,11 +48,13 @@ class _Document:
 class MemoryProvider:
     """Documents in a dict, guarded by one lock; indexes built once per write."""
 
-    capabilities = frozenset({Capability.CASCADE_FORGET})
+    capabilities = frozenset({Capability.CASCADE_FORGET, Capability.QUARANTINE})
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._partitions: dict[Partition, dict[str, _Document]] = {}
+        # Quarantine copies per workspace, by sha256, in the order they were kept (P30).
+        self._quarantine: dict[str, dict[str, QuarantineRecord]] = {}
 
     @hookimpl
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
@@ -108,6 +111,22 @@ class MemoryProvider:
                     del docs[label]
                     removed += 1
             return ForgetResult(removed=removed)
+
+    @hookimpl
+    def memvault_quarantine_keep(self, record: QuarantineRecord) -> bool:
+        with self._lock:
+            self._quarantine.setdefault(record.workspace_id, {}).setdefault(record.sha256, record)
+        return True
+
+    @hookimpl
+    def memvault_quarantine_list(self, workspace_id: str) -> list[QuarantineRecord]:
+        with self._lock:
+            return list(self._quarantine.get(workspace_id, {}).values())
+
+    @hookimpl
+    def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> QuarantineRecord | None:
+        with self._lock:
+            return self._quarantine.get(workspace_id, {}).get(sha256)
 
     @hookimpl
     def memvault_health(self) -> HealthStatus:

@@ -70,7 +70,8 @@ class Vault:
         the five verb hooks.
     :param name: the provider's registered name, used in error messages.
     :param capabilities: the optional capabilities the provider declares.
-    :param plugins: cross-cutting plugins (wrappers) to register around the provider.
+    :param plugins: cross-cutting plugins (wrappers) to register around the provider;
+        one with a ``bind_vault(vault)`` method is handed this vault once registered.
     :param health_timeout: the health deadline in seconds (default 0.2 s, or
         1.0 s for a ``remote`` provider).
     """
@@ -117,6 +118,11 @@ class Vault:
             )
         self._hook = self.plugin_manager.hook
         self._closed = False
+        # Cross-cutting plugins (the scanner) reach the provider's own hooks through the vault.
+        for plugin in self.plugin_manager.get_plugins():
+            bind = getattr(plugin, "bind_vault", None)
+            if plugin is not provider and callable(bind):
+                bind(self)
 
     # -- verbs ---------------------------------------------------------------
 
