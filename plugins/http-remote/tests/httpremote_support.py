@@ -1,0 +1,130 @@
+"""Helpers for the http-remote tests: a server subprocess, a config writer, a slow provider."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from memvault.markers import hookimpl
+from memvault.memory import MemoryProvider
+from memvault.models import RecallRequest, RecallResult
+from memvault.plugins import get_registry
+from memvault_http_remote.settings import hash_token
+
+HERE = Path(__file__).parent
+#: The token the session server accepts on every parity workspace (prefix pattern).
+PARITY_TOKEN = "parity-token-0123456789"
+#: A token bound to one exact workspace only.
+NARROW_TOKEN = "narrow-token-abcdefghij"
+NARROW_WORKSPACE = "narrow-ws"
+
+
+def backing_provider() -> str:
+    """sqlite when its plugin is installed (tox installs it), else the core's memory provider."""
+    return "sqlite" if "sqlite" in get_registry().names() else "memory"
+
+
+def memvault_command(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from memvault.cli import main; main()", *args]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env.pop("MEMVAULT_CONFIG", None)
+    env.pop("MEMVAULT_PROVIDER", None)
+    return env
+
+
+class ServerProcess:
+    """A server subprocess whose first stdout line says where it listens."""
+
+    def __init__(self, args: list[str], cwd: Path, *, startup: float = 30.0) -> None:
+        self.proc = subprocess.Popen(
+            args,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr_lines: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr_lines.append), daemon=True).start()
+        self.url = self._wait_for_listen(startup)
+
+    @staticmethod
+    def _pump(stream: Any, sink: Any) -> None:
+        for line in stream:
+            sink(line.rstrip("\n"))
+
+    def _wait_for_listen(self, startup: float) -> str:
+        deadline = time.monotonic() + startup
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            if "listening on " in line:
+                return line.split("listening on ", 1)[1].split(" ", 1)[0]
+        self.stop()
+        raise RuntimeError("server did not start:\n" + "\n".join(self.stderr_lines[-30:]))
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        self.terminate()
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(5)
+
+
+def write_config(root: Path, provider: str, extra_server: str = "") -> Path:
+    settings = f'[providers.sqlite]\npath = "{root / "served.db"}"\n' if provider == "sqlite" else ""
+    config = root / "memvault.toml"
+    config.write_text(
+        f'provider = "{provider}"\n'
+        f"{settings}"
+        "[server]\n"
+        "port = 0\n"
+        f"{extra_server}"
+        "[[server.tokens]]\n"
+        'name = "parity"\n'
+        f'sha256 = "{hash_token(PARITY_TOKEN)}"\n'
+        'workspaces = ["parity-*", "t-*"]\n'
+        "[[server.tokens]]\n"
+        'name = "narrow"\n'
+        f'sha256 = "{hash_token(NARROW_TOKEN)}"\n'
+        f'workspaces = ["{NARROW_WORKSPACE}"]\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+class SlowProvider(MemoryProvider):
+    """The memory provider, with recalls that take ``delay`` seconds (for timeout and limit tests)."""
+
+    def __init__(self, delay: float = 1.0) -> None:
+        super().__init__()
+        self.delay = delay
+        self.started = threading.Event()
+
+    @hookimpl
+    def memvault_recall(self, request: RecallRequest) -> RecallResult:
+        self.started.set()
+        time.sleep(self.delay)
+        return super().memvault_recall(request)
