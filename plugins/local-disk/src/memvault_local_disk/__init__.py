@@ -16,7 +16,10 @@ __all__ = ["LocalDiskProvider", "memvault_register_providers"]
 
 
 def _scratch(tmp: Path) -> dict[str, Any]:
-    return {"root": str(tmp / "memory")}
+    # An empty, existing folder: health reports a missing root as not ok (P27).
+    root = tmp / "memory"
+    root.mkdir(mode=0o700, exist_ok=True)
+    return {"root": str(root)}
 
 
 @hookimpl
