@@ -17,6 +17,7 @@ prefer?" finds "Prefers metric units.".
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -63,6 +64,7 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.casefold())
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a vocabulary repeats: indexing a big corpus is mostly cache hits
 def stem(token: str) -> str:
     """A light English suffix stemmer: plurals, -ing, -ed, -ly, -ies, -ness, -ment."""
     if len(token) <= 3 or not token.isalpha():
