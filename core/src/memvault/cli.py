@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from memvault.errors import InvalidRequest, MemvaultError
-from memvault.models import ForgetRequest, ReadRequest, RecallRequest, RetainRequest, Tier
+from memvault.models import ForgetRequest, HealthStatus, ReadRequest, RecallRequest, RetainRequest, Tier
 from memvault.plugins import get_registry
 from memvault.vault import Vault, open_from_config, settings_from_pairs
 from memvault.wire import unstructure
@@ -232,14 +232,16 @@ def forget(obj: _Context, /, id_: str, data_subject_id: str, as_json: bool, **fi
 @_json_option
 @click.pass_obj
 def health(obj: _Context, as_json: bool) -> None:
-    """Probe the configured provider; exit 1 when it is not healthy."""
+    """Probe the configured provider; exit 1 when it is not healthy or cannot be opened."""
+    name = obj.provider or "configured provider"
     try:
         with obj.open() as vault:
             status = vault.health()
             name = vault.name
     except MemvaultError as exc:
-        _fail(exc)
-        return
+        # An operator asking for health wants a verdict, not a usage error:
+        # a store that cannot even be opened is simply not healthy.
+        status = HealthStatus(ok=False, message=f"cannot open: {exc}")
     text = f"{name}: ok" if status.ok else f"{name}: NOT OK: {status.message}"
     _emit(as_json, {"provider": name, **unstructure(status)}, text)
     if not status.ok:

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from memvault.errors import ContentRejected, PluginError
+from memvault.errors import ContentRejected, InvalidRequest, MemvaultError, NotSupported, PluginError, UpstreamError
 from memvault.markers import hookimpl
 from memvault.models import (
     MAX_RECALL_LIMIT,
@@ -52,6 +52,7 @@ from memvault.models import (
     RetainResult,
     Tier,
     parse_label,
+    validate_identifier,
 )
 from memvault.plugins import RegisterScanner
 
@@ -63,6 +64,8 @@ __all__ = [
     "Rule",
     "body_sha256",
     "fold",
+    "quarantine_record",
+    "quarantine_records",
     "scan",
 ]
 
@@ -281,7 +284,7 @@ INVISIBLE_RULES: Final = (
     (
         "hangul_filler",
         "a Hangul filler (U+115F, U+1160, U+3164, U+FFA0): blank-looking letters used to hide text",
-        "Notes:\u3164\u3164\u3164hidden",
+        "Display name:\u3164\u3164\u3164(looks blank)",
     ),
 )
 
@@ -646,6 +649,61 @@ class BuiltinScanner:
             if body and self.verdict(body)[1] is not None:
                 blocked.add(label)
         return blocked
+
+
+# -- operator access to quarantine copies ----------------------------------------
+
+
+def _quarantine_call(vault: Any, hook: str, **kwargs: str) -> Any:
+    caller = getattr(vault.plugin_manager.hook, hook)
+    try:
+        result = caller(**kwargs)
+    except MemvaultError:
+        raise
+    except Exception as exc:
+        raise UpstreamError(f"provider {vault.name!r} ({hook}) failed: {type(exc).__name__}: {exc}") from exc
+    if result is None and not caller.get_hookimpls():
+        raise NotSupported(
+            f"provider {vault.name!r} keeps no quarantine copies (it lacks the 'quarantine' capability); "
+            "use a provider that has it, e.g. sqlite or local-disk"
+        )
+    return result
+
+
+def quarantine_records(vault: Any, workspace_id: str) -> list[QuarantineRecord]:
+    """The quarantine copies a vault's provider kept for ``workspace_id``, oldest first.
+
+    :raises NotSupported: when the provider keeps no quarantine copies.
+    """
+    validate_identifier(workspace_id, "workspace_id")
+    result = _quarantine_call(vault, "memvault_quarantine_list", workspace_id=workspace_id)
+    return sorted(result or [], key=lambda r: r.created_at)
+
+
+def quarantine_record(vault: Any, workspace_id: str, sha256: str) -> QuarantineRecord | None:
+    """One quarantine copy by its sha256, or by a unique prefix of at least 8 hex digits.
+
+    :raises InvalidRequest: for a malformed or ambiguous digest.
+    :raises NotSupported: when the provider keeps no quarantine copies.
+    """
+    validate_identifier(workspace_id, "workspace_id")
+    digest = sha256.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{8,64}", digest):
+        raise InvalidRequest(
+            f"sha256 {sha256[:80]!r} is not a hex digest: pass the 64 hex digits from ContentRejected "
+            "or `memvault quarantine list` (a unique prefix of 8 or more also works)",
+            field="sha256",
+        )
+    if len(digest) == 64:
+        found = _quarantine_call(vault, "memvault_quarantine_get", workspace_id=workspace_id, sha256=digest)
+        return found if isinstance(found, QuarantineRecord) else None
+    matches = [r for r in quarantine_records(vault, workspace_id) if r.sha256.startswith(digest)]
+    if len(matches) > 1:
+        raise InvalidRequest(
+            f"sha256 prefix {digest!r} matches {len(matches)} quarantine copies: give more digits",
+            field="sha256",
+        )
+    return matches[0] if matches else None
 
 
 @hookimpl

@@ -1,0 +1,119 @@
+"""``memvault quarantine``: list and inspect the copies the scanner kept (contract P30).
+
+``memvault quarantine list --workspace W`` prints one row per kept copy (oldest
+first); ``memvault quarantine show --workspace W SHA256`` prints one copy with
+the rule that fired and its content, with invisible characters made visible.
+Both take ``--json``. This module does not import :mod:`memvault.cli` at load
+time (``cli`` imports it), only inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from memvault.errors import InvalidRequest, MemvaultError
+from memvault.models import QuarantineRecord
+from memvault.scan import quarantine_record, quarantine_records, scan
+from memvault.wire import unstructure
+
+__all__ = ["quarantine"]
+
+
+def _fail(exc: MemvaultError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(2 if isinstance(exc, InvalidRequest) else 1)
+
+
+def _owner(record: QuarantineRecord) -> str:
+    return f"crew:{record.crew_id}" if record.crew_id else f"agent:{record.agent_id}"
+
+
+def _visible(text: str) -> str:
+    """The text with every non-printable character but newline and tab shown as <U+XXXX>."""
+    return "".join(
+        ch if ch.isprintable() or ch in "\n\t" else f"<U+{ord(ch):04X}>" for ch in text.replace("\r\n", "\n")
+    )
+
+
+@click.group()
+def quarantine() -> None:
+    """Inspect content the scanner rejected (kept by providers with the 'quarantine' capability)."""
+
+
+@quarantine.command("list")
+@click.option("--workspace", "workspace_id", required=True, help="Workspace id.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (content included).")
+@click.pass_obj
+def list_(obj: Any, workspace_id: str, as_json: bool) -> None:
+    """List the quarantine copies of a workspace, oldest first."""
+    from memvault.cli import render_table
+
+    try:
+        with obj.open() as vault:
+            records = quarantine_records(vault, workspace_id)
+    except MemvaultError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        click.echo(json.dumps([unstructure(r) for r in records], indent=2, ensure_ascii=False))
+        return
+    if not records:
+        click.echo(f"no quarantine copies in workspace {workspace_id}")
+        return
+    rows = [
+        [
+            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            r.sha256[:16],
+            _owner(r),
+            r.label,
+            r.category,
+            r.pattern,
+            len(r.content.encode("utf-8")),
+        ]
+        for r in records
+    ]
+    click.echo(render_table(["CREATED (UTC)", "SHA256", "OWNER", "DOCUMENT", "CATEGORY", "PATTERN", "BYTES"], rows))
+    click.echo(f"{len(records)} cop{'y' if len(records) == 1 else 'ies'}; show one with: memvault quarantine show "
+               f"--workspace {workspace_id} SHA256")  # fmt: skip
+
+
+@quarantine.command("show")
+@click.option("--workspace", "workspace_id", required=True, help="Workspace id.")
+@click.argument("sha256")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_obj
+def show(obj: Any, workspace_id: str, sha256: str, as_json: bool) -> None:
+    """Show one quarantine copy by SHA256 (or a unique prefix of 8+ hex digits)."""
+    try:
+        with obj.open() as vault:
+            record = quarantine_record(vault, workspace_id, sha256)
+    except MemvaultError as exc:
+        _fail(exc)
+        return
+    if record is None:
+        click.echo(f"error: no quarantine copy {sha256} in workspace {workspace_id}", err=True)
+        sys.exit(1)
+    finding = scan(record.content)
+    if as_json:
+        payload = unstructure(record)
+        payload["finding"] = unstructure(finding) if finding is not None else None
+        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        return
+    lines = [
+        f"sha256:    {record.sha256}",
+        f"created:   {record.created_at.isoformat()}",
+        f"workspace: {record.workspace_id}",
+        f"owner:     {_owner(record)}",
+        f"document:  {record.label}",
+        f"rule:      {record.category} / {record.pattern}",
+    ]
+    if finding is not None:
+        lines.append(f"now:       {finding.category} / {finding.pattern}, {finding.describe()}")
+    else:
+        lines.append("now:       the current rules find nothing in this copy")
+    lines += [f"bytes:     {len(record.content.encode('utf-8'))}", "", _visible(record.content)]
+    click.echo("\n".join(lines))
