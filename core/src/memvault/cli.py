@@ -248,6 +248,11 @@ def health(obj: _Context, as_json: bool) -> None:
         sys.exit(1)
 
 
+from memvault.cli_quarantine import quarantine  # noqa: E402 - attached after the group exists
+
+cli.add_command(quarantine)
+
+
 def _add_plugin_commands() -> None:
     registry = get_registry()
     for impl in registry.manager.hook.memvault_register_commands.get_hookimpls():
