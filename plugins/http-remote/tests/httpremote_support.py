@@ -27,8 +27,10 @@ NARROW_WORKSPACE = "narrow-ws"
 
 
 def backing_provider() -> str:
-    """sqlite when its plugin is installed (tox installs it), else the core's memory provider."""
-    return "sqlite" if "sqlite" in get_registry().names() else "memory"
+    """The provider behind the test servers: sqlite (tox env parity-http-remote installs it)."""
+    if "sqlite" not in get_registry().names():
+        raise RuntimeError("the http-remote tests serve sqlite: pip install ./plugins/sqlite")
+    return "sqlite"
 
 
 def memvault_command(*args: str) -> list[str]:

@@ -6,10 +6,14 @@ SIGTERM and SIGINT stop accepting connections, let in-flight requests finish
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
+import signal
 import socket
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Final
 
 import click
@@ -47,9 +51,26 @@ def configure_logging() -> None:
 
 
 class _Server(uvicorn.Server):
-    """Prints the real listening address (also with ``port = 0``) once bound."""
+    """Prints the real listening address (also with ``port = 0``) once bound.
+
+    Unlike plain uvicorn, a SIGTERM/SIGINT is not re-raised after the graceful
+    shutdown: the process goes on to close the vault (checkpointing sqlite) and
+    exits 0.
+    """
 
     describe: str = ""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
