@@ -46,7 +46,7 @@ def _id(block: tuple[str, int, str]) -> str:
 
 @pytest.mark.parametrize("block", _blocks("python"), ids=_id)
 def test_python_sample_runs(block: tuple[str, int, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    page, line, code = block
+    code = block[2]
     monkeypatch.chdir(tmp_path)
     script = tmp_path / "sample.py"
     script.write_text(code)

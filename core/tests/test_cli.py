@@ -92,19 +92,33 @@ def test_health_ok_exits_0(run: Invoke) -> None:
 
 
 def test_unknown_provider_lists_installed() -> None:
-    result = CliRunner().invoke(cli_module.cli, ["--provider", "nope", "health"])
+    result = CliRunner().invoke(
+        cli_module.cli, ["--provider", "nope", "recall", "--workspace", "w", "--agent", "a", "q"]
+    )
     assert result.exit_code == 1
     assert "installed providers:" in result.output
 
 
+def test_health_of_a_provider_that_cannot_open_is_not_ok() -> None:
+    result = CliRunner().invoke(cli_module.cli, ["--provider", "nope", "health"])
+    assert result.exit_code == 1
+    assert result.output.startswith("nope: NOT OK: cannot open: no provider named 'nope'")
+
+
 def test_unknown_option_names_the_setting() -> None:
-    result = CliRunner().invoke(cli_module.cli, ["--provider", "memory", "-o", "path=x", "health"])
+    result = CliRunner().invoke(
+        cli_module.cli,
+        ["--provider", "memory", "-o", "path=x", "read", "--workspace", "w", "--agent", "a", "--tier", "AGENT"],
+    )
     assert result.exit_code == 2
     assert "does not take setting 'path'" in result.output
 
 
 def test_malformed_option_is_explained() -> None:
-    result = CliRunner().invoke(cli_module.cli, ["--provider", "memory", "-o", "novalue", "health"])
+    result = CliRunner().invoke(
+        cli_module.cli,
+        ["--provider", "memory", "-o", "novalue", "read", "--workspace", "w", "--agent", "a", "--tier", "AGENT"],
+    )
     assert result.exit_code == 2
     assert "--option key=value" in result.output
 
