@@ -299,14 +299,14 @@ class SqliteProvider:
                     term_count += int(stats[1])
                     low = pid << schema.LINE_BITS
                     rows = conn.execute(
-                        "SELECT d.id, d.label, l.line_no, l.text, l.length FROM lines_fts"
+                        "SELECT d.id, d.label, l.line_no, l.text, l.terms, l.length FROM lines_fts"
                         " JOIN lines AS l ON l.id = lines_fts.rowid"
                         " JOIN documents AS d ON d.id = l.document_id"
                         f" WHERE lines_fts MATCH ? AND lines_fts.rowid BETWEEN ? AND ? AND d.tier IN ({marks})",
                         (match, low, low + (1 << schema.LINE_BITS) - 1, *tier_values),
                     ).fetchall()
                     candidates.extend(
-                        Candidate(document=r[0], source=r[1], number=r[2], text=r[3], length=r[4]) for r in rows
+                        Candidate(document=r[0], source=r[1], number=r[2], text=r[3], terms=r[4], length=r[5]) for r in rows
                     )
             finally:
                 conn.execute("COMMIT")

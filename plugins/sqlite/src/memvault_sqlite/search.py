@@ -98,6 +98,7 @@ class Candidate:
     source: str
     number: int
     text: str
+    terms: str
     length: int
 
 
@@ -125,16 +126,15 @@ def rank(
     wanted = query_terms(query)
     if not wanted:
         return []
-    rows: list[tuple[Candidate, list[str], Counter[str]]] = []
+    rows: list[tuple[Candidate, dict[str, int]]] = []
     df: Counter[str] = Counter()
     for cand in candidates:
-        tokens = text.tokenize(cand.text)
-        counts = Counter(fts_token(text.stem(t)) for t in tokens)
-        present = [t for t in wanted if t in counts]
-        if not present:  # FTS said it matched; trust only our own terms (P17)
+        line_terms = cand.terms.split()
+        counts = {t: c for t in wanted if (c := line_terms.count(t))}
+        if not counts:  # FTS said it matched; trust only our own terms (P17)
             continue
-        df.update(present)
-        rows.append((cand, tokens, counts))
+        df.update(counts.keys())
+        rows.append((cand, counts))
     if not rows:
         return []
     n_lines = max(line_count, len(rows))
@@ -145,7 +145,7 @@ def rank(
 
     relative: dict[tuple[int, int], float] = {}
     covered: dict[int, set[str]] = {}
-    for cand, _tokens, counts in rows:
+    for cand, counts in rows:
         norm = _K1 * (1.0 - _B + _B * cand.length / avg_len)
         bm25 = 0.0
         for term in wanted:
@@ -158,7 +158,7 @@ def rank(
 
     scored: list[tuple[float, str, int, str]] = []
     own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
-    for cand, tokens, _counts in rows:
+    for cand, _counts in rows:
         key = (cand.document, cand.number)
         neighbour = max(
             relative.get((cand.document, cand.number - 1), 0.0),
@@ -168,7 +168,8 @@ def rank(
             own_weight * relative[key] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[cand.document]
         )
         blended = min(max(blended, 1e-6), 1.0)
-        if _contains_phrase(tokens, query.phrase):
+        # Only a line holding every query term can hold the phrase: tokenise just those.
+        if len(_counts) == len(wanted) and _contains_phrase(text.tokenize(cand.text), query.phrase):
             score = _PHRASE_FLOOR + (1.0 - _PHRASE_FLOOR) * blended
         else:
             score = _TERM_CEILING * blended

@@ -1,0 +1,302 @@
+"""Benchmarks of the sqlite provider, all measured in one run (figures: bench/results/sqlite.md).
+
+1. Retain rate: single committed retains per second through ``vault.retain``,
+   against raw SQLite single-row inserts with the same pragmas (WAL,
+   ``synchronous``, ``secure_delete``), one commit each.
+2. Recall latency p50/p95 at 10k, 100k and 1M lines (1,000 lines per
+   partition, LoCoMo turns and questions), against the partition-only floor:
+   the same recalls on a database holding only the queried partition. The raw
+   FTS5 MATCH times of the three designs the issue compares are measured too.
+3. Forget (erasure, with FTS optimize and WAL checkpoint) latency at 100k lines.
+4. LoCoMo recall@1/5/10/20 through ``vault.recall``.
+
+Large databases are built once, in bulk through the provider's own indexing
+code, and cached under ``$TMPDIR/memvault-sqlite-bench-<hash of the schema and
+ranking sources>``; delete that folder to rebuild.
+
+Run: ``python bench/sqlite_bench.py`` (``--quick`` skips the 1M size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import memvault
+import memvault.text
+import memvault_sqlite.schema as schema
+import memvault_sqlite.search as search
+from memvault_sqlite import SqliteProvider
+
+sys.path.insert(0, str(Path(__file__).parent))
+import sqlite_locomo as locomo  # noqa: E402
+
+LINES_PER_PARTITION = 1000
+DAYS = 4
+QUERIES = 200
+random.seed(7)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.2f} ms"
+
+
+# -- 1. retain rate ------------------------------------------------------------
+
+
+def retain_rate(tmp: Path, n: int = 300, synchronous: str = "full") -> dict[str, float]:
+    vault = memvault.open("sqlite", path=str(tmp / f"rate-{synchronous}.db"), scanner="off", synchronous=synchronous)
+    line = "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"
+    start = time.perf_counter()
+    for i in range(n):
+        vault.retain(
+            memvault.RetainRequest(
+                workspace_id="w", agent_id="a", tier="daily", key=f"2024-01-{1 + i // 100:02d}", content=line, mode="append"
+            )
+        )
+    provider = n / (time.perf_counter() - start)
+    vault.close()
+    raw = sqlite3.connect(str(tmp / f"raw-{synchronous}.db"), isolation_level=None)
+    raw.execute("PRAGMA journal_mode = WAL")
+    raw.execute(f"PRAGMA synchronous = {synchronous}")
+    raw.execute("PRAGMA secure_delete = ON")
+    raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    start = time.perf_counter()
+    for _ in range(n):
+        raw.execute("BEGIN IMMEDIATE")
+        raw.execute("INSERT INTO t (body) VALUES (?)", (line,))
+        raw.execute("COMMIT")
+    rawrate = n / (time.perf_counter() - start)
+    raw.close()
+    return {"provider": provider, "raw": rawrate}
+
+
+# -- 2. scale --------------------------------------------------------------------
+
+
+def corpus() -> tuple[list[str], list[str]]:
+    data = locomo.load()
+    lines: list[str] = []
+    questions: list[str] = []
+    for sample in data:
+        conv = sample["conversation"]
+        for key in sorted(conv, key=lambda k: (len(k), k)):
+            if key.startswith("session_") and isinstance(conv[key], list):
+                lines.extend(locomo.turn_line(t) for t in conv[key])
+        questions.extend(str(q["question"]) for q in sample["qa"] if q.get("category") in (1, 2, 3, 4))
+    return lines, questions
+
+
+def partition_lines(lines: list[str], p: int) -> list[str]:
+    start = (p * 997) % len(lines)
+    return [lines[(start + i) % len(lines)] for i in range(LINES_PER_PARTITION)]
+
+
+def bulk_build(path: Path, partitions: list[int], lines: list[str]) -> None:
+    """Retain 1,000 lines per partition as DAYS daily documents, day by day across partitions.
+
+    Uses the provider's own indexing (``schema.reindex_document``) in large
+    transactions, so the index has the shape many small retains give it.
+    """
+    SqliteProvider(path=str(path), synchronous="off").close()
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA synchronous = OFF")
+    per_day = LINES_PER_PARTITION // DAYS
+    stamp = schema.now_iso()
+    for day in range(DAYS):
+        for chunk in range(0, len(partitions), 50):
+            conn.execute("BEGIN IMMEDIATE")
+            for p in partitions[chunk : chunk + 50]:
+                pid = schema.partition_id(conn, "bench", "agent", f"agent-{p}", create=True)
+                assert pid is not None
+                body = "".join(ln + "\n" for ln in partition_lines(lines, p)[day * per_day : (day + 1) * per_day])
+                key = f"2024-01-{day + 1:02d}"
+                cur = conn.execute(
+                    "INSERT INTO documents (partition_id, workspace_id, agent_id, tier, key, label, body, size,"
+                    " created_at, updated_at) VALUES (?, 'bench', ?, 'daily', ?, ?, ?, ?, ?, ?)",
+                    (pid, f"agent-{p}", key, f"daily/{key}.md", body, len(body.encode()), stamp, stamp),
+                )
+                schema.reindex_document(conn, int(cur.lastrowid or 0), pid, "", body)
+            conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def source_hash() -> str:
+    h = hashlib.sha256()
+    for module in (schema, search, memvault.text):
+        h.update(Path(str(module.__file__)).read_bytes())
+    h.update(f"{LINES_PER_PARTITION}/{DAYS}".encode())
+    return h.hexdigest()[:12]
+
+
+def cached_db(cache: Path, n_partitions: int, lines: list[str]) -> tuple[Path, float]:
+    path = cache / f"scale-{n_partitions}.db"
+    if path.exists():
+        return path, 0.0
+    start = time.perf_counter()
+    tmp = path.with_suffix(".building")
+    for extra in ("", "-wal", "-shm"):
+        Path(f"{tmp}{extra}").unlink(missing_ok=True)
+    bulk_build(tmp, list(range(n_partitions)), lines)
+    tmp.rename(path)
+    return path, time.perf_counter() - start
+
+
+def time_recalls(path: Path, queries: list[tuple[int, str]]) -> list[float]:
+    out: list[float] = []
+    with memvault.open("sqlite", path=str(path), scanner="off") as vault:
+        for p, q in queries[:5]:  # warm the page cache
+            vault.recall(memvault.RecallRequest(workspace_id="bench", agent_id=f"agent-{p}", query=q))
+        for p, q in queries:
+            start = time.perf_counter()
+            vault.recall(memvault.RecallRequest(workspace_id="bench", agent_id=f"agent-{p}", query=q))
+            out.append(time.perf_counter() - start)
+    return out
+
+
+def raw_match_times(path: Path, queries: list[tuple[int, str]]) -> dict[str, list[float]]:
+    """The bare FTS5 candidate query (no ranking), by rowid range and, for comparison, unfiltered."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    pids = {
+        owner: pid for pid, owner in conn.execute("SELECT id, owner_id FROM partitions WHERE workspace_id = 'bench'")
+    }
+    ranged: list[float] = []
+    for p, q in queries:
+        terms = search.query_terms(memvault.text.Query.parse(q))
+        if not terms:
+            continue
+        low = pids[f"agent-{p}"] << schema.LINE_BITS
+        start = time.perf_counter()
+        conn.execute(
+            "SELECT rowid FROM lines_fts WHERE lines_fts MATCH ? AND rowid BETWEEN ? AND ?",
+            (search.fts_query(terms), low, low + (1 << schema.LINE_BITS) - 1),
+        ).fetchall()
+        ranged.append(time.perf_counter() - start)
+    conn.close()
+    return {"ranged": ranged}
+
+
+def scale(cache: Path, sizes: list[int], lines: list[str], questions: list[str]) -> list[dict[str, Any]]:
+    results = []
+    for n_partitions in sizes:
+        path, built = cached_db(cache, n_partitions, lines)
+        targets = [random.randrange(n_partitions) for _ in range(QUERIES)]
+        queries = [(p, random.choice(questions)) for p in targets]
+        full = time_recalls(path, queries)
+        raw_full = raw_match_times(path, queries)["ranged"]
+        # The floor: each queried partition alone in its own database, same recalls.
+        floor: list[float] = []
+        raw_floor: list[float] = []
+        alone_dir = cache / "alone"
+        alone_dir.mkdir(exist_ok=True)
+        by_partition: dict[int, list[tuple[int, str]]] = {}
+        for p, q in queries:
+            by_partition.setdefault(p, []).append((p, q))
+        for p, qs in list(by_partition.items())[:40]:
+            alone = alone_dir / f"p{p}.db"
+            if not alone.exists():
+                bulk_build(alone, [p], lines)
+            floor.extend(time_recalls(alone, qs))
+            raw_floor.extend(raw_match_times(alone, qs)["ranged"])
+        size_mb = path.stat().st_size / 1e6
+        results.append(
+            {
+                "lines": n_partitions * LINES_PER_PARTITION,
+                "partitions": n_partitions,
+                "built_s": built,
+                "db_mb": size_mb,
+                "p50": statistics.median(full),
+                "p95": pct(full, 0.95),
+                "floor_p50": statistics.median(floor),
+                "floor_p95": pct(floor, 0.95),
+                "raw_p50": statistics.median(raw_full),
+                "raw_floor_p50": statistics.median(raw_floor),
+            }
+        )
+    return results
+
+
+def forget_cost(cache: Path, n_partitions: int, lines: list[str]) -> list[float]:
+    """Forget one document at a time on a copy of the cached database."""
+    path, _ = cached_db(cache, n_partitions, lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "copy.db"
+        shutil.copyfile(path, copy)
+        times = []
+        with memvault.open("sqlite", path=str(copy), scanner="off") as vault:
+            for p in random.sample(range(n_partitions), 5):
+                start = time.perf_counter()
+                removed = vault.forget(
+                    memvault.ForgetRequest(workspace_id="bench", agent_id=f"agent-{p}", id="daily/2024-01-01.md")
+                )
+                times.append(time.perf_counter() - start)
+                assert removed.removed == 1
+    return times
+
+
+# -- main -----------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip the 1M-line size")
+    args = parser.parse_args()
+    cache = Path(tempfile.gettempdir()) / f"memvault-sqlite-bench-{source_hash()}"
+    cache.mkdir(exist_ok=True)
+    started = time.perf_counter()
+    print(f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}, cache {cache}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for sync in ("full", "normal"):
+            rate = retain_rate(Path(tmp), synchronous=sync)
+            print(
+                f"retain rate (synchronous={sync}): provider {rate['provider']:.0f}/s, raw inserts "
+                f"{rate['raw']:.0f}/s, ratio {rate['provider'] / rate['raw']:.2f}"
+            )
+
+    lines, questions = corpus()
+    sizes = [10, 100] if args.quick else [10, 100, 1000]
+    for row in scale(cache, sizes, lines, questions):
+        print(
+            f"recall at {row['lines']:>9,} lines ({row['partitions']} partitions, {row['db_mb']:.0f} MB"
+            f"{', built in %.0f s' % row['built_s'] if row['built_s'] else ''}): p50 {ms(row['p50'])}, "
+            f"p95 {ms(row['p95'])}; partition-only floor p50 {ms(row['floor_p50'])}, p95 {ms(row['floor_p95'])}; "
+            f"ratio p50 {row['p50'] / row['floor_p50']:.2f}; raw ranged MATCH p50 {ms(row['raw_p50'])} "
+            f"(floor {ms(row['raw_floor_p50'])})"
+        )
+
+    times = forget_cost(cache, 100, lines)
+    print(f"forget one daily document at 100k lines: p50 {ms(statistics.median(times))}, max {ms(max(times))}")
+
+    data = locomo.load()
+    with tempfile.TemporaryDirectory() as tmp:
+        with memvault.open("sqlite", path=f"{tmp}/locomo.db", synchronous="normal") as vault:
+            where, notes = locomo.build(vault, data)
+            recall, n_questions, latencies = locomo.evaluate(vault, data, where)
+    print(
+        f"LoCoMo ({n_questions} questions, categories 1-4) through vault.recall: "
+        + ", ".join(f"recall@{k} {v:.3f}" for k, v in recall.items())
+        + f"; recall p50 {ms(statistics.median(latencies))}, p95 {ms(pct(latencies, 0.95))}"
+    )
+    for note in notes:
+        print(f"  note: {note}")
+    print(f"bench took {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
