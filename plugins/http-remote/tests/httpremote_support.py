@@ -130,3 +130,14 @@ class SlowProvider(MemoryProvider):
         self.started.set()
         time.sleep(self.delay)
         return super().memvault_recall(request)
+
+
+def make_test_client_class() -> Any:
+    """Starlette's TestClient (its httpx-deprecation warning silenced: httpx is our client)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    return TestClient
