@@ -19,6 +19,7 @@ from memvault_parity.health import HealthTests
 from memvault_parity.partitions import PartitionTests
 from memvault_parity.recall import RecallTests
 from memvault_parity.retain import CapTests, ModeTests, TierTests
+from memvault_parity.scanner import ScannerTests
 
 __all__ = ["ProviderSuite"]
 
@@ -36,7 +37,7 @@ class ProviderSuite(
     ConcurrencyTests,
     MultiProcessTests,
     CrashTests,
-    # ScannerTests (P29-P31) joins here, from memvault_parity.scanner.
+    ScannerTests,
 ):
     """The whole provider contract (P1-P28). Subclass it and set ``provider``.
 
