@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memvault
+from memvault.plugins import reset_registry
+
+
+@pytest.fixture(autouse=True)
+def _fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("MEMVAULT_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("MEMVAULT_DISABLE_PLUGINS", raising=False)
+    reset_registry()
+    yield
+    reset_registry()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def vault(db_path: Path) -> Iterator[memvault.Vault]:
+    with memvault.open("sqlite", path=str(db_path), scanner="off") as v:
+        yield v
