@@ -1,0 +1,86 @@
+"""health: a fresh connection, a query and a rolled-back write probe, within the deadline (P25-P27)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+from sqlite_helpers import retain
+
+import memvault
+from memvault_sqlite.schema import SCHEMA_VERSION
+
+
+def test_healthy_database_reports_ok_with_empty_message_p25(vault: memvault.Vault) -> None:
+    status = vault.health()
+    assert status.ok and status.message == "" and status.checked_at.tzinfo is not None
+
+
+def test_probe_leaves_nothing_behind_p27(vault: memvault.Vault, db_path: Path) -> None:
+    retain(vault, "x\n")
+    for _ in range(3):
+        assert vault.health().ok
+    conn = sqlite3.connect(str(db_path))
+    assert conn.execute("SELECT count(*) FROM probe").fetchone()[0] == 0
+    conn.close()
+
+
+def test_missing_directory_after_open_is_reported_p27(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with memvault.open("sqlite", path=str(folder / "m.db"), scanner="off") as vault:
+        shutil.rmtree(folder)
+        status = vault.health()
+    assert not status.ok and "directory" in status.message and "missing" in status.message
+
+
+def test_file_replaced_by_non_sqlite_is_reported_p27(db_path: Path) -> None:
+    with memvault.open("sqlite", path=str(db_path), scanner="off") as vault:
+        db_path.write_bytes(b"not a database at all" * 50)
+        status = vault.health()
+    assert not status.ok and "not a SQLite database" in status.message
+
+
+def test_newer_schema_is_reported_p27(vault: memvault.Vault, db_path: Path) -> None:
+    conn = sqlite3.connect(str(db_path))
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    status = vault.health()
+    assert not status.ok and "newer" in status.message
+
+
+def test_failure_messages_are_distinct_p27(tmp_path: Path) -> None:
+    messages = set()
+    for case in ("dir", "file", "schema"):
+        folder = tmp_path / case
+        folder.mkdir()
+        path = folder / "m.db"
+        with memvault.open("sqlite", path=str(path), scanner="off") as vault:
+            if case == "dir":
+                shutil.rmtree(folder)
+            elif case == "file":
+                path.write_bytes(b"garbage" * 100)
+            else:
+                conn = sqlite3.connect(str(path))
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+                conn.close()
+            status = vault.health()
+        assert not status.ok
+        messages.add(status.message.split(":")[0].replace(str(folder), ""))
+    assert len(messages) == 3
+
+
+def test_held_write_lock_reports_within_deadline_p26(vault: memvault.Vault, db_path: Path) -> None:
+    blocker = sqlite3.connect(str(db_path), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        start = time.monotonic()
+        status = vault.health()
+        assert time.monotonic() - start < 0.5
+        assert not status.ok
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert vault.health().ok
