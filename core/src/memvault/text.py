@@ -57,6 +57,7 @@ _STOP_WORDS_TEXT: Final = """a about above after again against all am an and any
     very was wasn we were weren what when where which while who whom why will with won
     would wouldn you your yours yourself yourselves s t d ll m re ve y"""
 STOP_WORDS: Final = frozenset(_STOP_WORDS_TEXT.split())
+_is_stop_word: Final = STOP_WORDS.__contains__
 
 
 def tokenize(text: str) -> list[str]:
@@ -157,17 +158,17 @@ def index_document(source: str, body: str) -> IndexedDocument:
         tokens = tokenize(text)
         if not tokens:
             continue
-        line_terms = [stem(t) for t in tokens if t not in STOP_WORDS]
-        # Stop words stay searchable for all-stop-word queries, at a low weight via df.
-        counts = Counter(line_terms)
-        counts.update(stem(t) for t in tokens if t in STOP_WORDS)
+        # Stop words stay searchable for all-stop-word queries, at a low weight via df;
+        # they do not count towards the line's length.
+        counts = Counter(map(stem, tokens))
+        length = len(tokens) - sum(map(_is_stop_word, tokens))
         lines.append(
             IndexedLine(
                 number=number,
                 text=text,
                 joined=f" {' '.join(tokens)} ",
                 counts=dict(counts),
-                length=len(line_terms) or 1,
+                length=length or 1,
             )
         )
     postings: dict[str, list[int]] = {}
