@@ -38,7 +38,7 @@ import memvault_sqlite.search as search
 from memvault_sqlite import SqliteProvider
 
 sys.path.insert(0, str(Path(__file__).parent))
-import sqlite_locomo as locomo  # noqa: E402
+import sqlite_locomo as locomo
 
 LINES_PER_PARTITION = 1000
 DAYS = 4
@@ -65,7 +65,12 @@ def retain_rate(tmp: Path, n: int = 300, synchronous: str = "full") -> dict[str,
     for i in range(n):
         vault.retain(
             memvault.RetainRequest(
-                workspace_id="w", agent_id="a", tier="daily", key=f"2024-01-{1 + i // 100:02d}", content=line, mode="append"
+                workspace_id="w",
+                agent_id="a",
+                tier="daily",
+                key=f"2024-01-{1 + i // 100:02d}",
+                content=line,
+                mode="append",
             )
         )
     provider = n / (time.perf_counter() - start)
@@ -137,11 +142,16 @@ def bulk_build(path: Path, partitions: list[int], lines: list[str]) -> None:
 
 
 def source_hash() -> str:
+    """What the cached databases depend on: the schema and what indexing makes of sample text."""
+    sample = " ".join(lines_sample())
     h = hashlib.sha256()
-    for module in (schema, search, memvault.text):
-        h.update(Path(str(module.__file__)).read_bytes())
-    h.update(f"{LINES_PER_PARTITION}/{DAYS}".encode())
+    h.update(f"{schema.SCHEMA_VERSION}/{schema.LINE_BITS}/{schema._V2}/{LINES_PER_PARTITION}/{DAYS}".encode())
+    h.update(repr(search.index_line(1, sample)).encode())
     return h.hexdigest()[:12]
+
+
+def lines_sample() -> list[str]:
+    return ["Caroline: Researching adoption agencies — it's been a dream to have a family!", "Ünïcode naïve café"]
 
 
 def cached_db(cache: Path, n_partitions: int, lines: list[str]) -> tuple[Path, float]:
@@ -274,7 +284,7 @@ def main() -> None:
     for row in scale(cache, sizes, lines, questions):
         print(
             f"recall at {row['lines']:>9,} lines ({row['partitions']} partitions, {row['db_mb']:.0f} MB"
-            f"{', built in %.0f s' % row['built_s'] if row['built_s'] else ''}): p50 {ms(row['p50'])}, "
+            f"{', built in {:.0f} s'.format(row['built_s']) if row['built_s'] else ''}): p50 {ms(row['p50'])}, "
             f"p95 {ms(row['p95'])}; partition-only floor p50 {ms(row['floor_p50'])}, p95 {ms(row['floor_p95'])}; "
             f"ratio p50 {row['p50'] / row['floor_p50']:.2f}; raw ranged MATCH p50 {ms(row['raw_p50'])} "
             f"(floor {ms(row['raw_floor_p50'])})"
@@ -284,10 +294,12 @@ def main() -> None:
     print(f"forget one daily document at 100k lines: p50 {ms(statistics.median(times))}, max {ms(max(times))}")
 
     data = locomo.load()
-    with tempfile.TemporaryDirectory() as tmp:
-        with memvault.open("sqlite", path=f"{tmp}/locomo.db", synchronous="normal") as vault:
-            where, notes = locomo.build(vault, data)
-            recall, n_questions, latencies = locomo.evaluate(vault, data, where)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        memvault.open("sqlite", path=f"{tmp}/locomo.db", synchronous="normal") as vault,
+    ):
+        where, notes = locomo.build(vault, data)
+        recall, n_questions, latencies = locomo.evaluate(vault, data, where)
     print(
         f"LoCoMo ({n_questions} questions, categories 1-4) through vault.recall: "
         + ", ".join(f"recall@{k} {v:.3f}" for k, v in recall.items())

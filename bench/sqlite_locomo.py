@@ -129,10 +129,12 @@ def evaluate(
 
 def main() -> None:
     data = load()
-    with tempfile.TemporaryDirectory() as tmp:
-        with memvault.open("sqlite", path=f"{tmp}/locomo.db", scanner="off", synchronous="normal") as vault:
-            where, notes = build(vault, data)
-            recall, questions, _ = evaluate(vault, data, where)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        memvault.open("sqlite", path=f"{tmp}/locomo.db", scanner="off", synchronous="normal") as vault,
+    ):
+        where, notes = build(vault, data)
+        recall, questions, _ = evaluate(vault, data, where)
     print(f"questions: {questions}; notes: {len(notes)}", file=sys.stderr)
     for k, value in recall.items():
         print(f"recall@{k} = {value:.3f}")

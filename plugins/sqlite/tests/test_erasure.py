@@ -23,8 +23,12 @@ def raw_bytes(db_path: Path) -> bytes:
 def fill(vault: memvault.Vault) -> None:
     # Enough unrelated text that the index has several segments and pages.
     for day in range(1, 8):
-        retain(vault, "".join(f"ordinary note {day} {i} about gardens\n" for i in range(40)), tier="daily",
-               key=f"2025-03-0{day}")
+        retain(
+            vault,
+            "".join(f"ordinary note {day} {i} about gardens\n" for i in range(40)),
+            tier="daily",
+            key=f"2025-03-0{day}",
+        )
 
 
 def test_forget_by_subject_removes_all_subject_documents_and_counts_them_p24(vault: memvault.Vault) -> None:

@@ -15,7 +15,9 @@ from memvault_sqlite.schema import SCHEMA_VERSION
 
 def test_healthy_database_reports_ok_with_empty_message_p25(vault: memvault.Vault) -> None:
     status = vault.health()
-    assert status.ok and status.message == "" and status.checked_at.tzinfo is not None
+    assert status.ok
+    assert status.message == ""
+    assert status.checked_at.tzinfo is not None
 
 
 def test_probe_leaves_nothing_behind_p27(vault: memvault.Vault, db_path: Path) -> None:
@@ -33,14 +35,17 @@ def test_missing_directory_after_open_is_reported_p27(tmp_path: Path) -> None:
     with memvault.open("sqlite", path=str(folder / "m.db"), scanner="off") as vault:
         shutil.rmtree(folder)
         status = vault.health()
-    assert not status.ok and "directory" in status.message and "missing" in status.message
+    assert not status.ok
+    assert "directory" in status.message
+    assert "missing" in status.message
 
 
 def test_file_replaced_by_non_sqlite_is_reported_p27(db_path: Path) -> None:
     with memvault.open("sqlite", path=str(db_path), scanner="off") as vault:
         db_path.write_bytes(b"not a database at all" * 50)
         status = vault.health()
-    assert not status.ok and "not a SQLite database" in status.message
+    assert not status.ok
+    assert "not a SQLite database" in status.message
 
 
 def test_newer_schema_is_reported_p27(vault: memvault.Vault, db_path: Path) -> None:
@@ -48,7 +53,8 @@ def test_newer_schema_is_reported_p27(vault: memvault.Vault, db_path: Path) -> N
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     status = vault.health()
-    assert not status.ok and "newer" in status.message
+    assert not status.ok
+    assert "newer" in status.message
 
 
 def test_failure_messages_are_distinct_p27(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 
 from memvault.markers import hookimpl
 from memvault.plugins import RegisterProvider
-
 from memvault_sqlite.provider import SqliteProvider
 
 __all__ = ["SqliteProvider", "memvault_register_providers"]

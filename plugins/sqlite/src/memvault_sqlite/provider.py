@@ -9,12 +9,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final, TypeVar
 
 from memvault import text
-from memvault.errors import InvalidRequest, MemvaultError, NotSupported, UpstreamError
+from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
 from memvault.markers import hookimpl
 from memvault.models import (
     Capability,
@@ -27,11 +27,9 @@ from memvault.models import (
     RecallResult,
     RetainRequest,
     RetainResult,
-    Tier,
     check_cap,
 )
 from memvault.models import QuarantineRecord as _QuarantineRecord
-
 from memvault_sqlite import schema
 from memvault_sqlite.search import Candidate, fts_query, query_terms, rank
 
@@ -164,10 +162,8 @@ class SqliteProvider:
         with self._conn_lock:
             conns, self._connections = self._connections, []
         for conn in conns:
-            try:
+            with suppress(sqlite3.Error):
                 conn.close()
-            except sqlite3.Error:
-                pass
 
     # -- transactions and retries --------------------------------------------
 
@@ -306,7 +302,8 @@ class SqliteProvider:
                         (match, low, low + (1 << schema.LINE_BITS) - 1, *tier_values),
                     ).fetchall()
                     candidates.extend(
-                        Candidate(document=r[0], source=r[1], number=r[2], text=r[3], terms=r[4], length=r[5]) for r in rows
+                        Candidate(document=r[0], source=r[1], number=r[2], text=r[3], terms=r[4], length=r[5])
+                        for r in rows
                     )
             finally:
                 conn.execute("COMMIT")

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Final
 
 from memvault.models import Tier, label_for
-
 from memvault_sqlite.search import index_line
 
 __all__ = ["LINE_BITS", "SCHEMA_VERSION", "migrate", "reindex_document"]

@@ -75,9 +75,7 @@ def index_line(number: int, line: str) -> IndexedLine | None:
     if not tokens:
         return None
     length = sum(1 for t in tokens if t not in text.STOP_WORDS) or 1
-    return IndexedLine(
-        number=number, text=line, terms=" ".join(fts_token(text.stem(t)) for t in tokens), length=length
-    )
+    return IndexedLine(number=number, text=line, terms=" ".join(fts_token(text.stem(t)) for t in tokens), length=length)
 
 
 def query_terms(query: text.Query) -> tuple[str, ...]:
@@ -164,9 +162,7 @@ def rank(
             relative.get((cand.document, cand.number - 1), 0.0),
             relative.get((cand.document, cand.number + 1), 0.0),
         )
-        blended = (
-            own_weight * relative[key] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[cand.document]
-        )
+        blended = own_weight * relative[key] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[cand.document]
         blended = min(max(blended, 1e-6), 1.0)
         # Only a line holding every query term can hold the phrase: tokenise just those.
         if len(_counts) == len(wanted) and _contains_phrase(text.tokenize(cand.text), query.phrase):
