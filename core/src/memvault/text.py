@@ -21,8 +21,8 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Sequence
+from typing import Final, Protocol
 
 from attrs import field, frozen
 
@@ -33,6 +33,7 @@ __all__ = [
     "IndexedDocument",
     "IndexedLine",
     "Query",
+    "SearchableDocument",
     "index_document",
     "search",
     "snippet_around",
@@ -150,6 +151,42 @@ class IndexedDocument:
     postings: dict[str, tuple[int, ...]] = field(eq=False)
     total_length: int
 
+    @property
+    def line_count(self) -> int:
+        return len(self.lines)
+
+    def positions(self, term: str) -> Sequence[int]:
+        return self.postings.get(term, ())
+
+    def line(self, position: int) -> IndexedLine:
+        return self.lines[position]
+
+
+class SearchableDocument(Protocol):
+    """What :func:`search` reads from a document. :class:`IndexedDocument` is one.
+
+    A provider may implement it lazily (index only the lines a query needs)
+    as long as the answers equal those of :func:`index_document` on the body.
+    """
+
+    @property
+    def source(self) -> str:
+        """The document label hits carry."""
+
+    @property
+    def line_count(self) -> int:
+        """How many lines have at least one token."""
+
+    @property
+    def total_length(self) -> int:
+        """The sum of :attr:`IndexedLine.length` over those lines."""
+
+    def positions(self, term: str) -> Sequence[int]:
+        """Distinct positions of the lines whose counts hold ``term``, ascending (empty: none)."""
+
+    def line(self, position: int) -> IndexedLine:
+        """The indexed line at a position :meth:`positions` returned."""
+
 
 def index_document(source: str, body: str) -> IndexedDocument:
     """Index ``body`` once; reuse the result until the document changes."""
@@ -201,7 +238,7 @@ def snippet_around(text: str, query: Query) -> str:
     return text[begin : begin + MAX_SNIPPET_CHARS]
 
 
-def search(query: Query, documents: Iterable[IndexedDocument], limit: int) -> list[RecallSnippet]:
+def search(query: Query, documents: Iterable[SearchableDocument], limit: int) -> list[RecallSnippet]:
     """Score every line of ``documents`` against ``query``; the best ``limit`` hits."""
     docs = list(documents)
     if not query.terms:
@@ -212,15 +249,15 @@ def search(query: Query, documents: Iterable[IndexedDocument], limit: int) -> li
     df: Counter[str] = Counter()
     candidates: list[tuple[str, IndexedLine]] = []
     for doc in docs:
-        n_lines += len(doc.lines)
+        n_lines += doc.line_count
         total_len += doc.total_length
         positions: set[int] = set()
         for term in wanted:
-            found = doc.postings.get(term)
+            found = doc.positions(term)
             if found:
                 df[term] += len(found)
                 positions.update(found)
-        candidates.extend((doc.source, doc.lines[p]) for p in sorted(positions))
+        candidates.extend((doc.source, doc.line(p)) for p in sorted(positions))
     if not candidates:
         return []
     phrase = query.joined_phrase
