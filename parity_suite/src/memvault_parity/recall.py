@@ -51,19 +51,21 @@ class RecallTests(SuiteBase):
         """P17: lines holding the phrase outrank lines that only share terms, however often."""
         body = (
             "fox fox fox fox brown brown brown brown\n"  # terms only, high term frequency
-            "a brown fox ran\n"  # phrase
-            "fox then brown\n"  # terms only, wrong order
+            "yesterday a brown fox ran across the long field\n"  # phrase, long line
+            "fox brown\n"  # terms only, wrong order, shortest line
             "brown bear\n"  # one term
-            "the quick brown fox jumps over\n"  # phrase
+            "the quick brown fox jumps over the lazy sleeping dog\n"  # phrase, long line
         )
         self.put(vault, ws, body)
         hits = self.find(vault, ws, "brown fox")
         assert {h.line for h in hits[:2]} == {2, 5}
         assert min(h.score for h in hits[:2]) > max(h.score for h in hits[2:])
+        assert {h.line for h in hits} == {1, 2, 3, 4, 5}
 
     def test_phrase_lines_fill_the_limit_before_term_only_lines(self, vault: memvault.Vault, ws: str) -> None:
         """P17/P15: with 25 phrase lines and many term-only lines, all 20 hits hold the phrase."""
-        body = "".join(f"red panda sighting {i}\npanda seen near red barn {i}\n" for i in range(25))
+        # term-only lines are shorter than phrase lines, so term statistics alone would rank them first
+        body = "".join(f"panda red {i}\nlate sighting of one red panda near the old barn {i}\n" for i in range(25))
         self.put(vault, ws, body, tier="pins")
         hits = self.find(vault, ws, "red panda", tier="pins")
         assert len(hits) == 20

@@ -1,0 +1,24 @@
+"""The test module ``memvault parity NAME`` runs: ProviderSuite bound to the chosen provider.
+
+:mod:`memvault_parity.runner` sets :data:`memvault_parity.runner.TARGET` before
+pytest imports this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memvault_parity.runner import current_target
+from memvault_parity.suite import ProviderSuite
+
+
+class TestParity(ProviderSuite):
+    provider = current_target().name
+
+    @pytest.fixture
+    def settings(self, tmp_path: Path) -> Mapping[str, Any]:
+        return current_target().settings_for(tmp_path)

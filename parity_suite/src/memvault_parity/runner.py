@@ -1,0 +1,178 @@
+"""Run the parity suite against an installed provider by name (``memvault parity NAME``)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from attrs import field, frozen
+
+__all__ = ["ParityOutcome", "Target", "current_target", "run_parity"]
+
+_TARGET_MODULE = "memvault_parity._cli_target"
+_CONTRACT = re.compile(r"\b[PLD]\d{1,2}\b")
+
+
+@frozen(kw_only=True)
+class Target:
+    """The provider under test and how to build its settings."""
+
+    name: str
+    options: Mapping[str, str] | None = None
+
+    def settings_for(self, tmp_path: Path) -> Mapping[str, Any]:
+        """The ``--option`` settings when given, else the provider's scratch settings in ``tmp_path``."""
+        if self.options is not None:
+            return dict(self.options)
+        from memvault.plugins import get_registry
+
+        info = get_registry().get(self.name)
+        if info.scratch is None:  # checked before the run; kept for direct use
+            raise LookupError(f"provider {self.name!r} has no scratch settings: pass --option key=value")
+        return dict(info.scratch(tmp_path))
+
+
+_target: Target | None = None
+
+
+def current_target() -> Target:
+    """The target :func:`run_parity` set (for the generated test module)."""
+    if _target is None:
+        raise RuntimeError("memvault_parity._cli_target is run by `memvault parity NAME`, not collected directly")
+    return _target
+
+
+@frozen(kw_only=True)
+class ParityOutcome:
+    """What one run of the suite gave."""
+
+    passed: int = 0
+    failed: list[tuple[str, str]] = field(factory=list)  # (test name, contract numbers)
+    skipped: int = 0
+    xfailed: int = 0
+    exit_code: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and self.exit_code in (0,)
+
+
+class _Collector:
+    """A pytest plugin object: counts outcomes and remembers the contract numbers of each test."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, str] = {}
+        self.passed = 0
+        self.skipped = 0
+        self.xfailed = 0
+        self.failed: list[tuple[str, str]] = []
+
+    def pytest_collection_modifyitems(self, items: list[Any]) -> None:
+        for item in items:
+            doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
+            numbers = sorted(set(_CONTRACT.findall(doc)), key=lambda n: (n[0], int(n[1:])))
+            self.numbers[item.nodeid] = ", ".join(numbers)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        name = report.nodeid.rsplit("::", 1)[-1]
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            if hasattr(report, "wasxfail"):
+                if report.skipped:
+                    self.xfailed += 1
+                else:
+                    self.failed.append((name + " (XPASS(strict))", self.numbers.get(report.nodeid, "")))
+            elif report.passed:
+                self.passed += 1
+            elif report.skipped:
+                self.skipped += 1
+            else:
+                self.failed.append((name, self.numbers.get(report.nodeid, "")))
+        elif report.when == "teardown" and report.failed:
+            self.failed.append((name + " (teardown)", self.numbers.get(report.nodeid, "")))
+
+
+def run_parity(
+    name: str,
+    options: Mapping[str, str] | None = None,
+    *,
+    keyword: str | None = None,
+    exitfirst: bool = False,
+    extra_args: Sequence[str] = (),
+    out: TextIO | None = None,
+) -> ParityOutcome:
+    """Run :class:`~memvault_parity.ProviderSuite` against provider ``name`` in this process.
+
+    :param name: an installed provider name.
+    :param options: provider settings shared by every test (unique workspaces keep
+        tests apart); ``None``: the provider's scratch settings, fresh per test.
+    :param keyword: a pytest ``-k`` expression.
+    :param exitfirst: stop at the first failure (``-x``).
+    :return: counts and the failing tests with their contract numbers.
+    """
+    import importlib.util
+
+    import pytest
+
+    global _target
+    spec = importlib.util.find_spec(_TARGET_MODULE)
+    if spec is None or spec.origin is None:  # pragma: no cover - the module ships with this package
+        raise RuntimeError(f"{_TARGET_MODULE} is missing from this installation of memvault-parity")
+    _target = Target(name=name, options=dict(options) if options is not None else None)
+    sys.modules.pop(_TARGET_MODULE, None)
+    collector = _Collector()
+    stream = out if out is not None else sys.stdout
+    with tempfile.TemporaryDirectory(prefix="memvault-parity-") as tmp:
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text("[pytest]\nxfail_strict = true\n", encoding="utf-8")
+        args = [
+            spec.origin,
+            "-c",
+            str(ini),
+            "--rootdir",
+            tmp,
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--tb=short",
+            "-W",
+            # the command imported the package before pytest could mark it; the test modules still are
+            "ignore::pytest.PytestAssertRewriteWarning",
+        ]
+        if keyword:
+            args += ["-k", keyword]
+        if exitfirst:
+            args.append("-x")
+        args += list(extra_args)
+        try:
+            code = int(pytest.main(args, plugins=[collector]))
+        finally:
+            _target = None
+            sys.modules.pop(_TARGET_MODULE, None)
+    outcome = ParityOutcome(
+        passed=collector.passed,
+        failed=collector.failed,
+        skipped=collector.skipped,
+        xfailed=collector.xfailed,
+        exit_code=code,
+    )
+    _summarise(name, outcome, stream)
+    return outcome
+
+
+def _summarise(name: str, outcome: ParityOutcome, stream: TextIO) -> None:
+    parts = [f"{outcome.passed} passed", f"{len(outcome.failed)} failed", f"{outcome.skipped} skipped"]
+    if outcome.xfailed:
+        parts.append(f"{outcome.xfailed} xfailed")
+    verdict = "PASS" if outcome.ok else "FAIL"
+    print("", file=stream)
+    print(f"memvault parity {name}: {verdict}: {', '.join(parts)}", file=stream)
+    for test, numbers in outcome.failed:
+        print(f"  FAILED {test}" + (f"  [{numbers}]" if numbers else ""), file=stream)
+    if outcome.exit_code == 5:
+        print("  no test matched the selection (-k)", file=stream)
+    elif outcome.exit_code not in (0, 1):
+        print(f"  pytest stopped with exit code {outcome.exit_code} (usage error or interrupted)", file=stream)
