@@ -302,3 +302,26 @@ def test_by_session_scopes_memory_to_the_conversation(vault: memvault.Vault) -> 
     assert again.call("conv__read", {"tier": "AGENT"}).data["content"] == "topic: taxes"
     other = runtime.session("chat-2").turn_started(1, "").tools
     assert other.call("conv__read", {"tier": "AGENT"}).data["content"] == ""
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "agent_loop.py"
+
+
+@pytest.mark.parametrize("flags", [[], ["--memory"]], ids=["installed-providers", "memory"])
+def test_the_agent_loop_example_runs_and_shows_recall_capture_tools_and_compaction(flags: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), *flags], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    reset_registry()
+    installed = set(get_registry().names())
+    if not flags and {"sqlite", "local-disk"} <= installed:
+        assert out.splitlines()[0] == "profile slot on 'sqlite', notes slot on 'local-disk'"
+    assert "recalled [profile] Prefers metric units." in out  # recall across sessions
+    assert "assistant: I'll write the report in metric units." in out
+    assert "The report was due Friday" in out  # the notes record survived compaction
+    assert "tool notes__remove" in out
+    assert "ok=False" not in out
+    assert "another user sees 0 records" in out
+    assert "captured daily log: 4 lines" in out  # 3 captured turns + 1 append_daily

@@ -637,6 +637,7 @@ class Session:
         self._pending: CompactionPlan | None = None
         self._cancelled: set[int] = set()
         self._last_start: TurnStart | None = None
+        self._turn_input = ""
 
     # -- views ---------------------------------------------------------------
 
@@ -782,6 +783,7 @@ class Session:
             # Commit: nothing above has touched the session.
             self._locks = locks
             self._locked_turn = turn
+            self._turn_input = input_text
             added: list[Entry] = []
             for slot, ctx, outcome in outcomes:
                 self._ops[ctx.operation_id] = _digest_outcome(outcome)
@@ -879,7 +881,13 @@ class Session:
                 if slot.name not in self._locks:
                     continue
                 ctx = self._context(
-                    slot, self._locks[slot.name], PHASE_TURN_COMPLETED, turn, history, output_text=output_text
+                    slot,
+                    self._locks[slot.name],
+                    PHASE_TURN_COMPLETED,
+                    turn,
+                    history,
+                    input_text=self._turn_input,
+                    output_text=output_text,
                 )
                 try:
                     slot.vault.plugin_manager.hook.memvault_capture_turn_completed(ctx=ctx)
@@ -1033,6 +1041,7 @@ class Session:
             self._pending = None
             self._cancelled = set()
             self._last_start = None
+            self._turn_input = ""
 
     # -- asyncio -------------------------------------------------------------
 

@@ -97,7 +97,7 @@ class DefaultLifecycle:
             return None  # capture into the daily tier is opt-in per slot
         from memvault.tools import daily_line
 
-        asked = next((m.content for m in reversed(ctx.history) if m.role == "user"), "")
+        asked = ctx.input_text or next((m.content for m in reversed(ctx.history) if m.role == "user"), "")
         text = f"user: {_clip(asked, 600)} | assistant: {_clip(ctx.output_text, 1200)}"
         line = _clip(daily_line(text).rstrip("\n"), MAX_CAPTURE_BYTES) + "\n"
         try:
