@@ -23,6 +23,7 @@ Retries, all inside the one ``timeout`` budget, with exponential backoff:
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
@@ -89,7 +90,12 @@ class HttpRemoteProvider:
             base_url=self.url,
             headers=headers,
             timeout=httpx.Timeout(self.timeout),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32, keepalive_expiry=30.0),
+            # Small request/response pairs: without TCP_NODELAY, Nagle's algorithm can hold
+            # the body back behind the headers until the peer ACKs them.
+            transport=httpx.HTTPTransport(
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32, keepalive_expiry=30.0),
+            ),
         )
 
     # -- transport ---------------------------------------------------------------
