@@ -51,6 +51,7 @@ from memvault.models import (
     validate_identifier,
 )
 from memvault_local_disk import fs
+from memvault_local_disk.lazy import LazyDocument
 
 __all__ = ["LocalDiskProvider"]
 
@@ -68,7 +69,7 @@ _SUBDIR_TIERS: Final = {Tier.DAILY: "daily", Tier.PEERS: "peers"}
 _SHA256: Final = re.compile(r"[0-9a-f]{64}")
 _QUARANTINE_DIR: Final = ".quarantine"
 _PROBE_PREFIX: Final = ".health-probe-"
-DEFAULT_CACHE_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_CACHE_BYTES: Final = 64 * 1024 * 1024  # of text; the lazy index takes about 3-4x that in RAM
 
 
 def _subject_name(name: str) -> str:
@@ -110,9 +111,9 @@ class _IndexCache:
         self._budget = budget
         self._used = 0
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[str, ...], tuple[_StatKey, text.IndexedDocument]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, ...], tuple[_StatKey, LazyDocument]] = OrderedDict()
 
-    def get(self, path: tuple[str, ...], key: _StatKey) -> text.IndexedDocument | None:
+    def get(self, path: tuple[str, ...], key: _StatKey) -> LazyDocument | None:
         with self._lock:
             entry = self._entries.get(path)
             if entry is None or entry[0] != key:
@@ -120,7 +121,7 @@ class _IndexCache:
             self._entries.move_to_end(path)
             return entry[1]
 
-    def put(self, path: tuple[str, ...], key: _StatKey, doc: text.IndexedDocument) -> None:
+    def put(self, path: tuple[str, ...], key: _StatKey, doc: LazyDocument) -> None:
         size = key[0]
         if size > self._budget:
             return
@@ -240,7 +241,7 @@ class LocalDiskProvider:
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
-        documents: list[text.IndexedDocument] = []
+        documents: list[LazyDocument] = []
         with self._storage("search the memory files"):
             for partition, tiers in request.scopes():
                 documents.extend(self._partition_documents(partition, tiers))
@@ -381,7 +382,7 @@ class LocalDiskProvider:
 
     # -- internals ------------------------------------------------------------
 
-    def _partition_documents(self, partition: Partition, tiers: tuple[Tier, ...]) -> Iterator[text.IndexedDocument]:
+    def _partition_documents(self, partition: Partition, tiers: tuple[Tier, ...]) -> Iterator[LazyDocument]:
         parts = _partition_parts(partition)
         with fs.open_dir(self.root, parts, create=False) as handle:
             if handle is None:
@@ -398,9 +399,7 @@ class LocalDiskProvider:
                 except fs.SymlinkRefused as exc:
                     log.warning("recall skipped %s: %s", sub, exc)
 
-    def _subdir_documents(
-        self, parts: tuple[str, ...], sub: str, partition: Partition
-    ) -> Iterator[text.IndexedDocument]:
+    def _subdir_documents(self, parts: tuple[str, ...], sub: str, partition: Partition) -> Iterator[LazyDocument]:
         with fs.open_dir(self.root, (*parts, sub), create=False) as subdir:
             if subdir is None:
                 return
@@ -418,7 +417,7 @@ class LocalDiskProvider:
 
     def _indexed(
         self, handle: fs.DirHandle, parts: tuple[str, ...], name: str, partition: Partition, label: str
-    ) -> text.IndexedDocument | None:
+    ) -> LazyDocument | None:
         """The indexed document, from the cache while the file is unchanged; ``None`` to skip it."""
         path = (*parts, name)
         st = fs.lstat(handle, name)
@@ -443,7 +442,7 @@ class LocalDiskProvider:
         except UpstreamError as exc:
             log.warning("recall skipped %s", exc)
             return None
-        doc = text.index_document(label, body)
+        doc = LazyDocument(label, body)
         self._cache.put(path, _stat_key(opened), doc)
         return doc
 

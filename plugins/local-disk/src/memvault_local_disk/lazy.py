@@ -1,0 +1,109 @@
+"""A document indexed only as far as the queries asked so far need.
+
+:func:`memvault.text.index_document` tokenises and stems every line, which for
+a year of daily notes (10 MB) takes seconds in Python. A recall only needs, per
+document, the number of non-blank lines and their total length (for BM25's
+statistics) and the lines holding the query's terms. :class:`LazyDocument`
+computes the statistics with one cheap pass, finds a term's lines by substring
+search over the case-folded text, confirms each candidate by indexing that line
+with :func:`memvault.text.index_document`, and keeps every answer for the next
+query. The results equal a full index's (a property test checks it).
+
+Why a substring search finds every line: the stemmer only strips a suffix and
+may change the final letter of what remains ("flies" -> "fly", "running" ->
+"run"), so every token whose stem is ``term`` contains ``term`` without its
+last letter.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
+
+from attrs import evolve
+
+from memvault import text
+
+__all__ = ["LazyDocument"]
+
+_is_stop_word = text.STOP_WORDS.__contains__
+
+
+def _probe(term: str) -> str:
+    return term[:-1] if len(term) >= 3 else term
+
+
+class LazyDocument:
+    """One document body, answering :class:`memvault.text.SearchableDocument` lazily.
+
+    Positions are 0-based line indexes in ``body.splitlines()``.
+    """
+
+    __slots__ = (
+        "_folded",
+        "_indexed",
+        "_lines",
+        "_lock",
+        "_postings",
+        "_starts",
+        "line_count",
+        "source",
+        "total_length",
+    )
+
+    def __init__(self, source: str, body: str) -> None:
+        self.source = source
+        self._lines = body.splitlines()
+        folded_lines = [line.casefold() for line in self._lines]
+        count = 0
+        total = 0
+        for tokens in map(text.tokenize, self._lines):
+            if tokens:
+                count += 1
+                total += (len(tokens) - sum(map(_is_stop_word, tokens))) or 1
+        self.line_count = count
+        self.total_length = total
+        self._folded = "\n".join(folded_lines)
+        self._starts = [0, *accumulate(len(line) + 1 for line in folded_lines)]
+        self._postings: dict[str, tuple[int, ...]] = {}
+        self._indexed: dict[int, text.IndexedLine | None] = {}
+        self._lock = threading.Lock()
+
+    def positions(self, term: str) -> Sequence[int]:
+        found = self._postings.get(term)
+        if found is None:
+            found = self._scan(term)
+            with self._lock:
+                self._postings[term] = found
+        return found
+
+    def line(self, position: int) -> text.IndexedLine:
+        indexed = self._index_line(position)
+        if indexed is None:  # only positions() results are asked for, and those lines have tokens
+            raise IndexError(f"line {position + 1} of {self.source} has no tokens")
+        return indexed
+
+    def _index_line(self, position: int) -> text.IndexedLine | None:
+        if position in self._indexed:
+            return self._indexed[position]
+        lines = text.index_document(self.source, self._lines[position]).lines
+        indexed = evolve(lines[0], number=position + 1) if lines else None
+        with self._lock:
+            self._indexed[position] = indexed
+        return indexed
+
+    def _scan(self, term: str) -> tuple[int, ...]:
+        probe = _probe(term)
+        folded = self._folded
+        starts = self._starts
+        found: list[int] = []
+        at = folded.find(probe)
+        while at >= 0:
+            position = bisect_right(starts, at) - 1
+            indexed = self._index_line(position)
+            if indexed is not None and term in indexed.counts:
+                found.append(position)
+            at = folded.find(probe, starts[position + 1])
+        return tuple(found)

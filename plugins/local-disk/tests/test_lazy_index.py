@@ -1,0 +1,95 @@
+"""The lazy per-file index answers exactly like memvault.text's full index (P17, P18)."""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from memvault import text
+from memvault_local_disk.lazy import LazyDocument
+
+# Words built to exercise every stemmer rule (plurals, -ies, -sses, -ing with doubled consonants,
+# -ed, -ly, -ness, -ment), stop words, digits, non-ASCII case folding and punctuation.
+_WORDS = [
+    "fly",
+    "flies",
+    "flying",
+    "study",
+    "studies",
+    "class",
+    "classes",
+    "run",
+    "runs",
+    "running",
+    "runner",
+    "prefer",
+    "prefers",
+    "preferred",
+    "quick",
+    "quickly",
+    "kind",
+    "kindness",
+    "pay",
+    "payment",
+    "payments",
+    "the",
+    "a",
+    "is",
+    "what",
+    "does",
+    "she",
+    "Straße",
+    "STRASSE",
+    "Σίσυφος",
+    "ΣΊΣΥΦΟΣ",
+    "x1",
+    "2026",
+    "units",
+    "Unit",
+    "metric",
+    "café",
+    "CAFÉ",
+    "hopped",
+    "hop",
+    "box",
+    "boxes",
+    "ties",
+    "tie",
+]
+_line = st.lists(
+    st.one_of(st.sampled_from(_WORDS), st.sampled_from([",", ".", "-", "?", "!", "—", "  "])), max_size=12
+).map(" ".join)
+_body = st.lists(_line, max_size=25).map(lambda lines: "\n".join(lines))
+_query = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4).map(" ".join)
+
+
+def _hits(doc: text.SearchableDocument | list[text.SearchableDocument], query: str) -> list[tuple[str, int, float]]:
+    docs = doc if isinstance(doc, list) else [doc]
+    return [(h.source, h.line, h.score) for h in text.search(text.Query.parse(query), docs, 1000)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_body, query=_query)
+@example(body="The flies were flying\nstudies and classes\n\n  \nrunning fast", query="fly study class run")
+def test_lazy_document_matches_the_full_index(body: str, query: str) -> None:
+    full = text.index_document("doc.md", body)
+    lazy = LazyDocument("doc.md", body)
+    assert (lazy.line_count, lazy.total_length) == (full.line_count, full.total_length)
+    assert _hits(lazy, query) == _hits(full, query)
+
+
+@settings(max_examples=100, deadline=None)
+@given(bodies=st.lists(_body, min_size=1, max_size=4), queries=st.lists(_query, min_size=1, max_size=3))
+def test_repeated_queries_over_several_lazy_documents_match_the_full_index(
+    bodies: list[str], queries: list[str]
+) -> None:
+    """The cached postings of an earlier query never change a later answer."""
+    full: list[text.SearchableDocument] = [text.index_document(f"d{i}.md", b) for i, b in enumerate(bodies)]
+    lazy: list[text.SearchableDocument] = [LazyDocument(f"d{i}.md", b) for i, b in enumerate(bodies)]
+    for query in queries:
+        assert _hits(lazy, query) == _hits(full, query)
+
+
+def test_windows_line_endings_and_exotic_separators_number_lines_alike() -> None:
+    body = "alpha one\r\nbeta two\rgamma alpha\x0bdelta\u2028alpha epsilon\x85zeta alpha"
+    assert _hits(LazyDocument("d.md", body), "alpha") == _hits(text.index_document("d.md", body), "alpha")
