@@ -292,18 +292,39 @@ _HANGUL_FILLERS: Final = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 @functools.cache
-def _format_chars() -> re.Pattern[str]:
-    """A character class of every Cf code point (built once, on first non-ASCII text)."""
-    ranges: list[tuple[int, int]] = []
-    for block_start, block_end in ((0, 0x20000), (0xE0000, 0xE1000)):
+def _character_classes() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Compiled classes for (format characters + Hangul fillers, what folding drops), built in one
+    pass over the code points on the first non-ASCII text (about 0.1 s, once per process)."""
+    format_ranges: list[list[int]] = []
+    drop_ranges: list[list[int]] = []
+    for block_start, block_end in ((0x80, 0x20000), (0xE0000, 0xE1000)):
         for cp in range(block_start, block_end):
-            if unicodedata.category(chr(cp)) == "Cf":
-                if ranges and ranges[-1][1] == cp - 1:
-                    ranges[-1] = (ranges[-1][0], cp)
-                else:
-                    ranges.append((cp, cp))
-    parts = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
-    return re.compile(f"[{parts}\u115f\u1160\u3164\uffa0]")
+            category = unicodedata.category(chr(cp))
+            if category in ("Mn", "Me", "Cf"):
+                for ranges, wanted in ((format_ranges, category == "Cf"), (drop_ranges, True)):
+                    if not wanted:
+                        continue
+                    if ranges and ranges[-1][1] == cp - 1:
+                        ranges[-1][1] = cp
+                    else:
+                        ranges.append([cp, cp])
+    fillers = "".join(sorted(_HANGUL_FILLERS))
+
+    def compiled(ranges: list[list[int]]) -> re.Pattern[str]:
+        parts = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+        return re.compile(f"[{parts}{fillers}]")
+
+    return compiled(format_ranges), compiled(drop_ranges)
+
+
+def _format_chars() -> re.Pattern[str]:
+    """Every Cf code point and the Hangul fillers."""
+    return _character_classes()[0]
+
+
+def _fold_drops() -> re.Pattern[str]:
+    """What folding removes: combining marks (Mn, Me), format characters (Cf), Hangul fillers."""
+    return _character_classes()[1]
 
 
 def _pictographic(ch: str) -> bool:
@@ -374,12 +395,7 @@ _FOLD_TABLE: Final[dict[int, str | None]] = {ord(k): v for k, v in _LOOKALIKES.i
 
 def fold(text: str) -> str:
     """NFKD-normalise, drop combining marks and format characters, and map Cyrillic/Greek look-alikes to Latin."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    kept = "".join(ch for ch in decomposed if ch.isascii() or unicodedata.category(ch) not in ("Mn", "Me", "Cf"))
-    return kept.translate(_FOLD_TABLE).translate(_DROP_FILLERS)
-
-
-_DROP_FILLERS: Final[dict[int, str | None]] = {ord(c): None for c in _HANGUL_FILLERS}
+    return _fold_drops().sub("", unicodedata.normalize("NFKD", text)).translate(_FOLD_TABLE)
 
 
 # -- base64 blocks -------------------------------------------------------------
@@ -473,6 +489,28 @@ def scan(text: str) -> Finding | None:
     return _scan(text, 0, "plain")
 
 
+#: Non-space characters of stored text rescanned before an append (more than any bounded rule spans).
+TAIL_CONTEXT: Final = 1024
+_BASE64_LINE: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}\r?")
+_UNKNOWN: Final = Finding(category="", pattern="", form="", excerpt="")
+
+
+def tail_start(old: str) -> int:
+    """Where to start rescanning ``old`` before an append: the start of the line holding the
+    last :data:`TAIL_CONTEXT` non-space characters, moved back over whole base64 lines."""
+    pos, need = len(old), TAIL_CONTEXT
+    while pos > 0 and need > 0:
+        start = old.rfind("\n", 0, pos - 1) + 1
+        need -= len("".join(old[start:pos].split()))
+        pos = start
+    while pos > 0:
+        previous = old.rfind("\n", 0, pos - 1) + 1
+        if not _BASE64_LINE.fullmatch(old, previous, pos - 1):
+            break
+        pos = previous
+    return pos
+
+
 def body_sha256(body: str) -> str:
     """The hex sha256 of a body's UTF-8 bytes (what ``ContentRejected`` and quarantine records carry)."""
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
@@ -533,6 +571,32 @@ class BuiltinScanner:
                 self._cache.popitem(last=False)
         return digest, finding
 
+    def _append_verdict(self, old: str, body: str) -> tuple[str, Finding | None]:
+        """The verdict on ``old + new``; when ``old`` is known clean, only its tail is rescanned.
+
+        Every builtin rule's match is either confined to one line or spans at most
+        a few hundred non-space characters, and base64 blocks are whole lines, so a
+        match in ``old + new`` that is not in the clean ``old`` starts inside
+        :func:`tail_start`'s window. Only for the builtin rules (a custom scan
+        function gets the whole body).
+        """
+        digest = body_sha256(body)
+        with self._lock:
+            if digest in self._cache:
+                self._cache.move_to_end(digest)
+                return digest, self._cache[digest]
+            old_clean = bool(old) and self._cache.get(body_sha256(old), _UNKNOWN) is None
+        if self._scan is scan and old_clean:
+            finding = scan(body[tail_start(old) :])
+        else:
+            finding = self._scan(body)
+        with self._lock:
+            self.scans += 1
+            self._cache[digest] = finding
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return digest, finding
+
     def _bound(self, caller: Any, hook: str) -> Any:
         if caller is None:
             raise PluginError(
@@ -558,8 +622,11 @@ class BuiltinScanner:
                 tier=request.tier,
                 key=request.key,
             )
-            body = self._stored_body(stored) + request.content
-        digest, finding = self.verdict(body)
+            old = self._stored_body(stored)
+            body = old + request.content
+            digest, finding = self._append_verdict(old, body)
+        else:
+            digest, finding = self.verdict(body)
         if finding is not None:
             self._reject(request, body, digest, finding)
         return (yield)

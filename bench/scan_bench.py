@@ -1,0 +1,250 @@
+"""The prompt-injection scanner on real conversation text: false positives and cost per retain.
+
+Data: every turn of LoCoMo (``/work/shared/datasets/locomo/locomo10.json``,
+10 conversations, 5,882 turns). Each conversation is one agent; each session
+is one ``daily`` document (key = 2023-01-01 plus the session number, in days);
+each turn is appended as ``Speaker: text\\n`` -- the way an agent keeps a
+running log, so every append re-scans the whole final body of its session.
+
+Measured, in one run:
+
+1. false positives: how many turns the builtin scanner rejects (each printed
+   with its rule, so it can be explained), through ``Vault.retain``;
+2. ``scan()`` alone per turn: p50 / p95 microseconds;
+3. cost per retain: the same 5,882 appends with ``scanner="off"`` (baseline)
+   and ``scanner="builtin"``, on a fresh store each, interleaved over rounds so
+   machine noise hits both; per round the median retain time of each, then the
+   median over rounds, and the overhead = builtin / off - 1. For every provider
+   given (``memory`` by default; ``sqlite`` when ``memvault-sqlite`` is installed);
+4. recall with verdicts cached: 200 recalls over the filled store, off vs builtin.
+
+    python bench/scan_bench.py [--rounds 5] [--providers memory,sqlite] [--out bench/results/scanner.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import memvault
+from memvault.plugins import get_registry
+from memvault.scan import scan
+
+DATA = Path(os.environ.get("LOCOMO", "/work/shared/datasets/locomo/locomo10.json"))
+START = dt.date(2023, 1, 1)
+QUERIES = [
+    "support group",
+    "painting",
+    "What did Caroline research?",
+    "camping trip",
+    "adoption agencies",
+    "When did Melanie run a charity race?",
+    "pottery class",
+    "book recommendation",
+    "job interview",
+    "dog",
+]
+
+
+def turns() -> Iterator[tuple[str, str, str]]:
+    """(agent id, daily key, line) for every turn, in conversation order."""
+    for index, sample in enumerate(json.loads(DATA.read_text(encoding="utf-8"))):
+        conversation = sample["conversation"]
+        session = 1
+        while f"session_{session}" in conversation:
+            key = (START + dt.timedelta(days=session)).isoformat()
+            for turn in conversation[f"session_{session}"]:
+                yield f"conv-{index}", key, f"{turn['speaker']}: {turn['text']}\n"
+            session += 1
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def open_store(provider: str, scanner: str, tmp: Path) -> memvault.Vault:
+    info = get_registry().get(provider)
+    settings = dict(info.scratch(tmp)) if info.scratch is not None else {}
+    return memvault.open(provider, scanner=scanner, **settings)
+
+
+def retain_all(vault: memvault.Vault, data: list[tuple[str, str, str]]) -> tuple[list[float], list[tuple[str, Any]]]:
+    """Append every turn; per-retain seconds and the rejected turns."""
+    times: list[float] = []
+    rejected: list[tuple[str, Any]] = []
+    clock = time.perf_counter
+    for agent, key, line in data:
+        request = memvault.RetainRequest(
+            workspace_id="bench", agent_id=agent, tier="daily", key=key, content=line, mode="append"
+        )
+        started = clock()
+        try:
+            vault.retain(request)
+        except memvault.ContentRejected as exc:
+            rejected.append((line, exc))
+        times.append(clock() - started)
+    return times, rejected
+
+
+def recall_all(vault: memvault.Vault, agents: list[str], repeats: int) -> list[float]:
+    times: list[float] = []
+    for _ in range(repeats):
+        for agent in agents:
+            for query in QUERIES[:2]:
+                request = memvault.RecallRequest(workspace_id="bench", agent_id=agent, query=query)
+                started = time.perf_counter()
+                vault.recall(request)
+                times.append(time.perf_counter() - started)
+    return times
+
+
+def measure(provider: str, data: list[tuple[str, str, str]], rounds: int) -> dict[str, Any]:
+    medians: dict[str, list[float]] = {"off": [], "builtin": []}
+    p95s: dict[str, list[float]] = {"off": [], "builtin": []}
+    recalls: dict[str, list[float]] = {"off": [], "builtin": []}
+    rejected: list[tuple[str, Any]] = []
+    agents = sorted({agent for agent, _, _ in data})
+    for round_ in range(rounds):
+        order = ["off", "builtin"] if round_ % 2 == 0 else ["builtin", "off"]
+        for scanner in order:
+            with (
+                tempfile.TemporaryDirectory(prefix="scan-bench-") as tmp,
+                open_store(provider, scanner, Path(tmp)) as v,
+            ):
+                times, rejects = retain_all(v, data)
+                recall_times = recall_all(v, agents, repeats=10)
+            medians[scanner].append(statistics.median(times))
+            p95s[scanner].append(percentile(times, 0.95))
+            recalls[scanner].append(statistics.median(recall_times))
+            if scanner == "builtin":
+                rejected = rejects
+            p50, p95 = statistics.median(times) * 1e6, percentile(times, 0.95) * 1e6
+            recall_p50 = statistics.median(recall_times) * 1e6
+            print(
+                f"  {provider} round {round_ + 1} {scanner:7}: retain p50 {p50:8.1f} us, p95 {p95:8.1f} us; "
+                f"recall p50 {recall_p50:8.1f} us",
+                file=sys.stderr,
+            )
+    off, on = statistics.median(medians["off"]), statistics.median(medians["builtin"])
+    roff, ron = statistics.median(recalls["off"]), statistics.median(recalls["builtin"])
+    return {
+        "provider": provider,
+        "retain_p50_off_us": off * 1e6,
+        "retain_p50_builtin_us": on * 1e6,
+        "retain_p95_off_us": statistics.median(p95s["off"]) * 1e6,
+        "retain_p95_builtin_us": statistics.median(p95s["builtin"]) * 1e6,
+        "retain_overhead": on / off - 1,
+        "recall_p50_off_us": roff * 1e6,
+        "recall_p50_builtin_us": ron * 1e6,
+        "recall_overhead": ron / roff - 1,
+        "rejected": rejected,
+    }
+
+
+def scan_cost(data: list[tuple[str, str, str]]) -> tuple[float, float, float]:
+    scan("warm up: \u200b")  # build the format-character class once, outside the timing
+    times = []
+    for _, _, line in data:
+        started = time.perf_counter()
+        scan(line)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1e6, percentile(times, 0.95) * 1e6, sum(times) / len(times) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved off/builtin rounds per provider")
+    parser.add_argument("--providers", default="", help="comma-separated (default: memory, and sqlite if installed)")
+    parser.add_argument("--out", default="", help="write a Markdown report here")
+    args = parser.parse_args()
+    providers = [p for p in args.providers.split(",") if p] or [
+        p for p in ("memory", "sqlite") if p in get_registry().names()
+    ]
+    data = list(turns())
+    print(f"{len(data)} turns from {DATA}", file=sys.stderr)
+
+    direct = [(line, finding) for _, _, line in data if (finding := scan(line)) is not None]
+    p50, p95, mean = scan_cost(data)
+    results = [measure(p, data, args.rounds) for p in providers]
+
+    report = render(len(data), direct, (p50, p95, mean), results, args.rounds)
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report, encoding="utf-8")
+
+
+def render(
+    total: int,
+    direct: list[tuple[str, Any]],
+    cost: tuple[float, float, float],
+    results: list[dict[str, Any]],
+    rounds: int,
+) -> str:
+    p50, p95, mean = cost
+    lines = [
+        f"Machine: {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}; {rounds} interleaved rounds per provider.",
+        "",
+        "### False positives",
+        "",
+        f"LoCoMo turns scanned: {total}. Rejected by `scan()` on the turn alone: {len(direct)}. "
+        + ", ".join(
+            f"Rejected through `Vault.retain` on `{r['provider']}` (final body of each append): {len(r['rejected'])}"
+            for r in results
+        )
+        + ".",
+        "",
+    ]
+    shown = {line for line, _ in direct}
+    for r in results:
+        shown |= {line for line, _ in r["rejected"]}
+    for line in sorted(shown):
+        finding = scan(line)
+        rule = f"{finding.category}/{finding.pattern} ({finding.describe()})" if finding else "final-body only"
+        lines.append(f"- `{line.strip()[:160]}` -> {rule}")
+    lines += [
+        "",
+        "### `scan()` per turn (mean turn: ~124 characters)",
+        "",
+        "| p50 | p95 | mean |",
+        "|---|---|---|",
+        f"| {p50:.1f} us | {p95:.1f} us | {mean:.1f} us |",
+        "",
+        "### Cost per retain (append of one turn; scanner off = baseline, same run)",
+        "",
+        "| provider | p50 off | p50 builtin | p95 off | p95 builtin | overhead (p50) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['provider']} | {r['retain_p50_off_us']:.1f} us | {r['retain_p50_builtin_us']:.1f} us | "
+            f"{r['retain_p95_off_us']:.1f} us | {r['retain_p95_builtin_us']:.1f} us | {r['retain_overhead']:+.1%} |"
+        )
+    lines += [
+        "",
+        "### Recall with cached verdicts (200 recalls over the filled store)",
+        "",
+        "| provider | p50 off | p50 builtin | overhead |",
+        "|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['provider']} | {r['recall_p50_off_us']:.1f} us | {r['recall_p50_builtin_us']:.1f} us | "
+            f"{r['recall_overhead']:+.1%} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
