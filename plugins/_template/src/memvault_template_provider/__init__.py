@@ -1,0 +1,151 @@
+"""A tiny, complete memvault provider: documents in a dictionary.
+
+Replace the dictionary with your storage. What makes it a provider:
+
+* a class whose methods carry ``@memvault.hookimpl`` for the five verbs
+  (retain, recall, read, forget, health), all thread-safe;
+* a module-level ``memvault_register_providers`` hook that registers it by
+  name, with its capabilities and ``scratch`` settings for an empty store;
+* the entry point in ``pyproject.toml`` pointing at this module.
+
+Requests arrive validated (identifiers, tiers, modes, keys, limits): do not
+check them again. Enforce the size cap with ``check_cap`` before writing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import memvault
+from memvault import text
+from memvault.models import (
+    Capability,
+    ForgetRequest,
+    ForgetResult,
+    HealthStatus,
+    Partition,
+    ReadRequest,
+    ReadResult,
+    RecallRequest,
+    RecallResult,
+    RetainRequest,
+    RetainResult,
+    Tier,
+    check_cap,
+)
+from memvault.plugins import RegisterProvider
+
+__all__ = ["TemplateProvider"]
+
+#: The name users put in memvault.toml (`provider = "template-provider"`).
+NAME = "template-provider"
+
+
+class _Entry:
+    """One stored document: its body, what it belongs to, and its search index."""
+
+    __slots__ = ("body", "index", "size", "subject", "tier")
+
+    def __init__(self, label: str, tier: Tier, body: str, subject: str) -> None:
+        self.tier = tier
+        self.body = body
+        self.size = len(body.encode("utf-8"))
+        self.subject = subject
+        self.index = text.index_document(label, body)
+
+
+class TemplateProvider:
+    """Keeps every document in memory, keyed by (partition, label). Not durable.
+
+    :param namespace: an example setting; settings are the factory's keyword
+        arguments and arrive from memvault.toml or ``--option key=value``.
+    """
+
+    capabilities = frozenset({Capability.CASCADE_FORGET})
+
+    def __init__(self, namespace: str = "default") -> None:
+        self.namespace = namespace
+        self._guard = threading.Lock()
+        self._store: dict[tuple[Partition, str], _Entry] = {}
+
+    @memvault.hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        ref = request.ref
+        where = (ref.partition, ref.label)
+        with self._guard:  # one lock makes read-modify-write atomic: concurrent appends lose nothing
+            before = self._store.get(where)
+            old_body = before.body if before is not None else ""
+            body = old_body + request.content if request.mode == memvault.Mode.APPEND else request.content
+            warning = check_cap(
+                request.tier,
+                current=before.size if before is not None else 0,
+                projected=len(body.encode("utf-8")),
+            )  # raises CapExceeded before anything changes
+            subject = request.data_subject_id or (before.subject if before is not None else "")
+            entry = _Entry(ref.label, request.tier, body, subject)
+            self._store[where] = entry
+        return RetainResult(id=ref.label, bytes=entry.size, warning=warning)
+
+    @memvault.hookimpl
+    def memvault_recall(self, request: RecallRequest) -> RecallResult:
+        scopes = dict(request.scopes())
+        with self._guard:
+            indexes = [
+                entry.index
+                for (partition, _label), entry in self._store.items()
+                if partition in scopes and entry.tier in scopes[partition]
+            ]
+        return RecallResult(hits=text.search(text.Query.parse(request.query), indexes, request.limit))
+
+    @memvault.hookimpl
+    def memvault_read(self, request: ReadRequest) -> ReadResult:
+        ref = request.ref
+        with self._guard:
+            entry = self._store.get((ref.partition, ref.label))
+        return ReadResult(id=ref.label, content=entry.body if entry is not None else "")
+
+    @memvault.hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        with self._guard:
+            if request.id:
+                ref = request.ref
+                return ForgetResult(removed=int(self._store.pop((ref.partition, ref.label), None) is not None))
+            doomed = [
+                key
+                for key, entry in self._store.items()
+                if key[0].workspace_id == request.workspace_id and entry.subject == request.data_subject_id
+            ]
+            for key in doomed:
+                del self._store[key]
+            return ForgetResult(removed=len(doomed))
+
+    @memvault.hookimpl
+    def memvault_health(self) -> HealthStatus:
+        if not self._guard.acquire(timeout=0.1):
+            return HealthStatus(ok=False, message=f"{NAME}: a call holds the store lock for over 100 ms")
+        self._guard.release()
+        return HealthStatus(ok=True)
+
+    def close(self) -> None:
+        """Release resources (connections, files). Called once by Vault.close()."""
+        with self._guard:
+            self._store.clear()
+
+
+def _scratch(tmp: Path) -> Mapping[str, Any]:
+    """Settings for a fresh, empty store in ``tmp`` (used by `memvault parity NAME`)."""
+    return {"namespace": tmp.name}
+
+
+@memvault.hookimpl
+def memvault_register_providers(register: RegisterProvider) -> None:
+    register(
+        NAME,
+        TemplateProvider,
+        capabilities=TemplateProvider.capabilities,
+        scratch=_scratch,
+        description="template provider: documents in memory (copy me)",
+    )

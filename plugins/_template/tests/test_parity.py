@@ -1,0 +1,5 @@
+from memvault_parity import ProviderSuite
+
+
+class TestTemplateProviderParity(ProviderSuite):
+    provider = "template-provider"
