@@ -13,6 +13,7 @@ from memvault.notes import (
     MAX_DOCUMENT_BYTES,
     MAX_ENTRY_BYTES,
     NOTES_RECORD_ID,
+    OP_BYTES,
     NotesConflict,
     NotesStore,
     normalise_entry,
@@ -206,3 +207,20 @@ def test_L14_notes_of_two_principals_never_mix(vault: memvault.Vault) -> None:
     bob_session = notes_session(vault, "bob")
     assert alice.call("notes__save", {"entry": "alice's secret"}).ok
     assert bob_session.turn_started(1, "").records == ()
+
+
+def test_L14_log_segments_fill_with_equal_size_operations_so_a_full_segment_stays_sealed(
+    store: NotesStore, vault: memvault.Vault
+) -> None:
+    for n in range(14):
+        store.save(f"note {n}")
+
+    def segment(day: str) -> list[bytes]:
+        body = vault.read(memvault.ReadRequest(workspace_id="w", agent_id="notes-owner", tier="daily", key=day)).content
+        return body.encode().splitlines(keepends=True)
+
+    first, second = segment("1970-01-01"), segment("1970-01-02")
+    per_segment = 30000 // OP_BYTES
+    assert (len(first), len(second)) == (per_segment, 14 - per_segment)
+    assert {len(line) for line in first + second} == {OP_BYTES}
+    assert store.load().entries == {n + 1: f"note {n}" for n in range(14)}

@@ -12,7 +12,10 @@ document of the synthetic date ``1970-01-01 + k days``. When an append would
 pass the daily cap, the writer moves to the next segment. The partition holds
 nothing else, so these dates are never confused with a real daily log.
 
-Each log line is one operation claiming the next version::
+Each log line is one operation claiming the next version, padded with spaces
+to exactly ``OP_BYTES`` (2200) bytes, so a segment either has room for the
+next operation or for none: once one writer finds a segment full, no later
+append can land in it, and log order stays append order::
 
     v7 3f2a9c0d1e2b4a5c save Prefers metric units.
     v8 9b8a7c6d5e4f3a2b remove 3
@@ -49,6 +52,7 @@ __all__ = [
     "MAX_DOCUMENT_BYTES",
     "MAX_ENTRY_BYTES",
     "NOTES_RECORD_ID",
+    "OP_BYTES",
     "NotesChange",
     "NotesConflict",
     "NotesDocument",
@@ -64,6 +68,10 @@ NOTES_RECORD_ID: Final = "notes"
 _SEGMENT_ORIGIN: Final = _dt.date(1970, 1, 1)
 _MAX_SEGMENTS: Final = 10_000
 _RETRIES: Final = 8
+#: Every log line is padded to exactly this many bytes, so a segment that has no
+#: room for one operation has room for none: once any writer finds segment k
+#: full, nobody can append to k again, and log order is append order.
+OP_BYTES: Final = 2200
 
 
 class NotesConflict(MemvaultError):
@@ -149,7 +157,7 @@ def _parse(body: str) -> list[_Op]:
             continue
         if parts[2] not in ("save", "remove"):
             continue
-        ops.append(_Op(version=int(parts[0][1:]), nonce=parts[1], action=parts[2], arg=parts[3]))
+        ops.append(_Op(version=int(parts[0][1:]), nonce=parts[1], action=parts[2], arg=parts[3].rstrip(" ")))
     return ops
 
 
@@ -170,6 +178,14 @@ def _replay(ops: list[_Op]) -> tuple[NotesDocument, dict[int, str]]:
         version = op.version
         winners[version] = op.nonce
     return NotesDocument(version=version, entries=entries, next_index=next_index), winners
+
+
+def _op_line(version: int, nonce: str, action: str, arg: str) -> str:
+    line = f"v{version} {nonce} {action} {arg}"
+    padding = OP_BYTES - 1 - len(line.encode("utf-8"))
+    if padding < 0:  # unreachable: entries are at most 2048 bytes
+        raise InvalidRequest(f"a notes operation is over {OP_BYTES} bytes", field="entry")
+    return line + " " * padding + "\n"
 
 
 class NotesStore:
@@ -230,7 +246,7 @@ class NotesStore:
                 return decided  # nothing to write (a duplicate save)
             action, arg, index = decided
             nonce = uuid.uuid4().hex[:16]
-            self._append(f"v{doc.version + 1} {nonce} {action} {arg}\n", last_segment)
+            self._append(_op_line(doc.version + 1, nonce, action, arg), last_segment)
             after, winners = _replay(self._read_log()[0])
             if winners.get(doc.version + 1) == nonce:
                 return NotesChange(version=doc.version + 1, index=index, changed=True)
