@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -102,3 +104,25 @@ def test_short_lock_is_waited_out_not_reported(db_path: Path) -> None:
         timer.join()
         blocker.close()
         assert entries(vault) == ["after wait"]
+
+
+def open_handles(db_path: Path) -> int:
+    """File descriptors of this process open on the database file."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}") == str(db_path):
+                count += 1
+    return count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to count open files")
+def test_connections_of_finished_threads_are_released(vault: memvault.Vault, db_path: Path) -> None:
+    def once() -> None:
+        recall(vault, "anything")
+
+    for _ in range(20):
+        t = threading.Thread(target=once)
+        t.start()
+        t.join()
+    assert open_handles(db_path) <= 3

@@ -83,7 +83,9 @@ class SqliteProvider:
             self.path = str(resolved)
             self._uri = resolved.as_uri()
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        # (owning thread, connection): a dead thread's connection is closed when
+        # the next one opens, so short-lived threads do not leak file handles.
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._conn_lock = threading.Lock()
         # In-memory databases share one cache, where SQLite's table locks do not
         # honour busy_timeout: serialise instead.
@@ -122,7 +124,12 @@ class SqliteProvider:
             conn = self._connect()
             self._local.conn = conn
             with self._conn_lock:
-                self._connections.append(conn)
+                dead = [c for t, c in self._connections if not t.is_alive()]
+                self._connections = [(t, c) for t, c in self._connections if t.is_alive()]
+                self._connections.append((threading.current_thread(), conn))
+            for old in dead:
+                with suppress(sqlite3.Error):
+                    old.close()
         return conn
 
     def _open_schema(self) -> None:
@@ -161,7 +168,7 @@ class SqliteProvider:
         self._closed = True
         with self._conn_lock:
             conns, self._connections = self._connections, []
-        for conn in conns:
+        for _thread, conn in conns:
             with suppress(sqlite3.Error):
                 conn.close()
 
