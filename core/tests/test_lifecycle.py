@@ -953,3 +953,30 @@ def test_async_session_methods_run_the_same_phases(make_vault: Callable[..., mem
         return [m.content for m in session.messages()]
 
     assert asyncio.run(loop()) == ["summary", "async fact"]
+
+
+def test_L8_replaying_compaction_completed_is_a_no_op_or_a_conflict(make_vault: Callable[..., memvault.Vault]) -> None:
+    session = Runtime([slot("a", make_vault())]).session("s", principal="alice")
+    session.turn_started(1, "q")
+    session.compact(lambda messages: "summary one")
+    before = session.entries()
+    assert session.compaction_completed("summary one") == ()
+    assert session.entries() == before
+    with pytest.raises(ReplayConflict):
+        session.compaction_completed("summary two")
+
+
+def test_L8_the_sequence_is_the_compaction_epoch(make_vault: Callable[..., memvault.Vault]) -> None:
+    plugin = Scripted()
+    session = Runtime([slot("a", make_vault(plugin))]).session("s", principal="alice")
+    session.turn_started(1, "q")
+    session.compact(lambda messages: "summary")
+    plugin.calls.clear()
+    session.turn_started(2, "q")
+    assert plugin.calls[0][1].operation_id == operation_id("s", 1, 2, "turn.started", "a")
+
+
+def test_turn_completed_for_a_turn_that_was_not_started_is_invalid(make_vault: Callable[..., memvault.Vault]) -> None:
+    session = Runtime([slot("a", make_vault())]).session("s", principal="alice")
+    with pytest.raises(memvault.InvalidRequest, match="turn_started"):
+        session.turn_completed(1, "answer")
