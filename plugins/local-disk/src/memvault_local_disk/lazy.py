@@ -6,7 +6,7 @@ document, the number of non-blank lines and their total length (for BM25's
 statistics) and the lines holding the query's terms. :class:`LazyDocument`
 computes the statistics with one cheap pass, finds a term's lines by substring
 search over the case-folded text, confirms each candidate by indexing that line
-with :func:`memvault.text.index_document`, and keeps every answer for the next
+the way :func:`memvault.text.index_document` does, and keeps every answer for the next
 query. The results equal a full index's (a property test checks it).
 
 Why a substring search finds every line: the stemmer only strips a suffix and
@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
-
-from attrs import evolve
 
 from memvault import text
 
@@ -88,8 +87,17 @@ class LazyDocument:
     def _index_line(self, position: int) -> text.IndexedLine | None:
         if position in self._indexed:
             return self._indexed[position]
-        lines = text.index_document(self.source, self._lines[position]).lines
-        indexed = evolve(lines[0], number=position + 1) if lines else None
+        line = self._lines[position]
+        tokens = text.tokenize(line)
+        indexed = None
+        if tokens:  # built as text.index_document builds a line (the property test holds the two equal)
+            indexed = text.IndexedLine(
+                number=position + 1,
+                text=line,
+                joined=f" {' '.join(tokens)} ",
+                counts=dict(Counter(map(text.stem, tokens))),
+                length=(len(tokens) - sum(map(_is_stop_word, tokens))) or 1,
+            )
         with self._lock:
             self._indexed[position] = indexed
         return indexed
@@ -102,8 +110,7 @@ class LazyDocument:
         at = folded.find(probe)
         while at >= 0:
             position = bisect_right(starts, at) - 1
-            indexed = self._index_line(position)
-            if indexed is not None and term in indexed.counts:
+            if term in map(text.stem, text.tokenize(self._lines[position])):  # what index_document counts
                 found.append(position)
             at = folded.find(probe, starts[position + 1])
         return tuple(found)
