@@ -29,8 +29,10 @@ optional arguments are added, never removed or renamed (contract D4).
 
 _GROUPS = (
     ("Registration (global plugin manager)", ("memvault_register_",)),
-    ("Provider verbs (a vault's plugin manager)", ("memvault_retain", "memvault_recall", "memvault_read",
-                                                   "memvault_forget", "memvault_health")),
+    (
+        "Provider verbs (a vault's plugin manager)",
+        ("memvault_retain", "memvault_recall", "memvault_read", "memvault_forget", "memvault_health"),
+    ),
     ("Quarantine (providers with the `quarantine` capability)", ("memvault_quarantine_",)),
     ("Lifecycle (per slot)", ("memvault_recall_", "memvault_capture_", "memvault_tools")),
 )
@@ -40,9 +42,7 @@ def _specs() -> list[tuple[str, object]]:
     from memvault import hookspecs
 
     found = [
-        (name, fn)
-        for name, fn in vars(hookspecs).items()
-        if name.startswith("memvault_") and inspect.isfunction(fn)
+        (name, fn) for name, fn in vars(hookspecs).items() if name.startswith("memvault_") and inspect.isfunction(fn)
     ]
     return sorted(found, key=lambda item: inspect.getsourcelines(item[1])[1])  # type: ignore[arg-type]
 
