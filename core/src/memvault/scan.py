@@ -86,9 +86,9 @@ _PRINTABLE_RATIO: Final = 0.85
 class Rule:
     """One detection rule.
 
-    ``triggers`` are lowercase words (``[a-z0-9_]+``, matched against the text's
-    words) or other literals (matched as substrings); the regex only runs on text
-    that contains one of them (a cheap pre-filter that keeps clean text fast).
+    ``triggers`` are lowercase literals; the regex only runs on text whose
+    lowercased form contains one of them (a cheap pre-filter that keeps clean
+    text fast).
     ``example`` is a string the rule must catch (the tests and docs use it).
     """
 
@@ -400,7 +400,6 @@ def fold(text: str) -> str:
 
 # -- base64 blocks -------------------------------------------------------------
 
-_LONG_RUN: Final = re.compile(r"\S{20}")  # cheap pre-filter: no 20-character run, no base64 block
 _BASE64_BLOCK: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}(?:\r?\n[A-Za-z0-9+/_-]{20,})*={0,2}")
 
 
@@ -426,25 +425,23 @@ def _decoded_blocks(text: str) -> Generator[str, None, None]:
 # -- scanning -----------------------------------------------------------------
 
 
-_WORD: Final = re.compile(r"[a-z0-9_]+")
-#: Word triggers (matched against the text's words) and substring triggers, each with its rule's index.
-_WORD_TRIGGERS: Final[dict[str, frozenset[int]]] = {
-    word: frozenset(i for i, r in enumerate(RULES) if word in r.triggers)
-    for word in {t for r in RULES for t in r.triggers if _WORD.fullmatch(t)}
-}
-_SUBSTRING_TRIGGERS: Final = tuple(
-    (t, i) for i, rule in enumerate(RULES) for t in rule.triggers if not _WORD.fullmatch(t)
-)
+def _trigger_table() -> tuple[tuple[str, frozenset[int]], ...]:
+    table: dict[str, set[int]] = {}
+    for index, rule in enumerate(RULES):
+        for trigger in rule.triggers:
+            table.setdefault(trigger, set()).add(index)
+    return tuple((trigger, frozenset(indexes)) for trigger, indexes in table.items())
+
+
+#: Each distinct trigger with the rules it enables.
+_TRIGGERS: Final = _trigger_table()
 
 
 def _triggered(lowered: str) -> list[int]:
-    """Indexes of the rules whose trigger words or substrings occur in ``lowered``, in rule order."""
+    """Indexes of the rules with a trigger in ``lowered``, in rule order (one substring test per trigger)."""
     found: set[int] = set()
-    for word in _WORD_TRIGGERS.keys() & set(_WORD.findall(lowered)):
-        found |= _WORD_TRIGGERS[word]
-    for substring, index in _SUBSTRING_TRIGGERS:
-        if substring in lowered:
-            found.add(index)
+    for indexes in [indexes for trigger, indexes in _TRIGGERS if trigger in lowered]:
+        found |= indexes
     return sorted(found)
 
 
@@ -473,7 +470,8 @@ def _scan(text: str, depth: int, outer_form: str) -> Finding | None:
             found = _text_rules(folded, "homoglyph" if outer_form == "plain" else outer_form)
             if found is not None:
                 return found
-    if depth < _MAX_DEPTH and len(text) >= _MIN_BASE64 and _LONG_RUN.search(text):
+    # Pre-filter: a base64 block needs a 20+ character run without spaces.
+    if depth < _MAX_DEPTH and len(text) >= _MIN_BASE64 and max(map(len, text.split()), default=0) >= 20:
         for decoded in _decoded_blocks(text):
             found = _scan(decoded, depth + 1, "base64")
             if found is not None:
