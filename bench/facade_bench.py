@@ -14,11 +14,29 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import memvault
 from memvault.memory import MemoryProvider
 
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+]
 
 
 def build(provider: memvault.Vault, lines: int) -> None:
@@ -50,6 +68,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--lines", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=None, help="write a Markdown report here")
     args = parser.parse_args()
 
     vault = memvault.open("memory", scanner="off")
@@ -65,10 +84,21 @@ def main() -> None:
         direct.append(per_call(lambda: provider.memvault_recall(request), args.calls))
         facade.append(per_call(lambda: vault.recall(request), args.calls))
     d, f = statistics.median(direct), statistics.median(facade)
-    print(f"partition: {args.lines} lines; {args.rounds} rounds x {args.calls} calls, interleaved")
-    print(f"direct provider call  median {d * 1e6:9.1f} us")
-    print(f"through Vault.recall  median {f * 1e6:9.1f} us")
-    print(f"ratio facade/direct   {f / d:.3f}  (added {(f - d) * 1e6:.1f} us per call)")
+    report = "\n".join(
+        [
+            f"Partition of {args.lines} lines; {args.rounds} rounds x {args.calls} calls, interleaved.",
+            "",
+            "| path | median per recall |",
+            "|---|---|",
+            f"| direct call of `MemoryProvider.memvault_recall` | {d * 1e6:.1f} us |",
+            f"| `Vault.recall` (validation check, pluggy, result check) | {f * 1e6:.1f} us |",
+            f"| **ratio facade / direct** | **{f / d:.3f}** (target < 1.10; {(f - d) * 1e6:+.1f} us per call) |",
+            "",
+        ]
+    )
+    print(report)
+    if args.out is not None:
+        args.out.write_text(report)
 
 
 if __name__ == "__main__":
