@@ -139,7 +139,7 @@ class SubjectErasureTests(SuiteBase):
     def test_forget_by_subject_removes_every_document_of_the_subject_and_counts(
         self, vault: memvault.Vault, ws: str
     ) -> None:
-        """P24: every document tagged with the subject in the workspace goes; the count is returned."""
+        """P13/P24: every document retained with the data_subject_id in the workspace goes; the count is returned."""
         self.put(vault, ws, "ivy agent\n", subject="subject-9")
         self.put(vault, ws, "ivy pins\n", tier="pins", subject="subject-9")
         self.put(vault, ws, "ivy peers\n", tier="peers", key="jo", agent="agent-2", subject="subject-9")
@@ -164,7 +164,7 @@ class SubjectErasureTests(SuiteBase):
     def test_forget_by_subject_keeps_other_subjects_and_untagged_documents(
         self, vault: memvault.Vault, ws: str
     ) -> None:
-        """P24: only documents of that subject are removed."""
+        """P13/P24: only documents tagged with that subject are removed; untagged ones stay."""
         self.put(vault, ws, "tagged\n", subject="subject-3")
         self.put(vault, ws, "other subject\n", tier="pins", subject="subject-4")
         self.put(vault, ws, "untagged\n", tier="PERSONA")
