@@ -200,3 +200,32 @@ def test_storage_failure_is_an_upstream_error_with_the_cause_chained(tmp_path: P
     with memvault.open("local-disk", root="/proc/memvault-cannot-exist") as v, pytest.raises(UpstreamError) as info:
         _agent_retain(v, "x\n")
     assert isinstance(info.value.__cause__, OSError)
+
+
+def test_symlinked_daily_folder_is_skipped_by_recall_and_refused_for_writes(
+    vault: memvault.Vault, root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _agent_retain(vault, "tea at noon\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "2026-01-01.md").write_text("tea secret outside\n")
+    (root / "w1/agents/ada/daily").symlink_to(outside, target_is_directory=True)
+    with caplog.at_level(logging.WARNING, logger="memvault_local_disk"):
+        hits = vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="tea")).hits
+    assert [h.source for h in hits] == ["AGENT.md"]
+    assert "symlink" in caplog.text
+    with pytest.raises(UpstreamError, match="symlink"):
+        _agent_retain(vault, "x\n", tier="daily", key="2026-01-02")
+    assert sorted(p.name for p in outside.iterdir()) == ["2026-01-01.md"]
+
+
+def test_settings_given_as_strings_are_coerced(root: Path) -> None:
+    """The CLI and config pass strings: cache_bytes='0' works like 0."""
+    with memvault.open("local-disk", root=str(root), cache_bytes="0") as v:
+        _agent_retain(v, "coerced\n")
+        assert v.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="coerced")).hits
+
+
+def test_a_negative_cache_budget_is_refused(root: Path) -> None:
+    with pytest.raises(InvalidRequest, match="cache_bytes"):
+        memvault.open("local-disk", root=str(root), cache_bytes=-1)

@@ -28,13 +28,18 @@ from typing import Final
 from memvault.errors import InvalidRequest, UpstreamError
 
 __all__ = [
-    "SymlinkRefused",
+    "DIR_MODE",
+    "FILE_MODE",
     "DirHandle",
+    "SymlinkRefused",
+    "document_lock",
     "lock_name",
+    "lstat",
     "open_dir",
     "read_file",
     "remove_file",
     "safe_component",
+    "sweep_temporaries",
     "write_atomic",
 ]
 

@@ -135,6 +135,11 @@ class _IndexCache:
                 _, (old_key, _) = self._entries.popitem(last=False)
                 self._used -= old_key[0]
 
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._used = 0
+
     def drop(self, path: tuple[str, ...]) -> None:
         with self._lock:
             old = self._entries.pop(path, None)
@@ -163,6 +168,10 @@ class LocalDiskProvider:
 
     def __repr__(self) -> str:
         return f"<LocalDiskProvider root={str(self.root)!r}>"
+
+    def close(self) -> None:
+        """Drop the in-memory index cache (the files need no closing)."""
+        self._cache.clear()
 
     # -- errors ---------------------------------------------------------------
 
