@@ -325,3 +325,119 @@ def test_the_agent_loop_example_runs_and_shows_recall_capture_tools_and_compacti
     assert "ok=False" not in out
     assert "another user sees 0 records" in out
     assert "captured daily log: 4 lines" in out  # 3 captured turns + 1 append_daily
+
+
+class Scripted:
+    """A plugin answering turn-start recall and tools with what the test says."""
+
+    def __init__(self, recall: Any = None, tools: Any = None, capture_raises: bool = False) -> None:
+        self.recall, self.tools, self.capture_raises = recall, tools, capture_raises
+
+    @memvault.hookimpl
+    def memvault_recall_turn_started(self, ctx: LifecycleContext) -> Any:
+        return self.recall
+
+    @memvault.hookimpl
+    def memvault_tools(self, ctx: LifecycleContext) -> Any:
+        if self.tools == "raise":
+            raise RuntimeError("tools backend down")
+        return None
+
+    @memvault.hookimpl
+    def memvault_capture_turn_completed(self, ctx: LifecycleContext) -> Any:
+        if self.capture_raises:
+            raise RuntimeError("capture backend down")
+        return None
+
+
+def test_L1_L3_an_invalid_slot_or_scope_is_rejected_before_the_provider_is_touched(vault: memvault.Vault) -> None:
+    with pytest.raises(memvault.InvalidRequest, match="L1"):
+        Slot(name="9lives", description="", vault=vault, scope=by_principal)
+    runtime = Runtime(
+        [Slot(name="wide", description="", vault=vault, scope=lambda ctx: ("x" * 1025,))], workspace_id="w1"
+    )
+    session = runtime.session("s", principal="alice")
+    with pytest.raises(memvault.InvalidRequest, match="L3"):
+        session.turn_started(1, "hello")
+    assert session.entries() == []
+
+
+def test_L6_an_invalid_recall_result_fails_the_turn(provider: tuple[str, dict[str, Any]]) -> None:
+    name, settings = provider
+    bad = {"messages": [{"content": "a", "id": "x"}, {"content": "b", "id": "x"}]}
+    with memvault.open(name, plugins=[Scripted(recall=bad)], **settings) as v:
+        session = Runtime([Slot(name="m", description="", vault=v, scope=by_principal)]).session("s", principal="a")
+        with pytest.raises(TurnFailed) as info:
+            session.turn_started(1, "hi")
+    assert "duplicate id" in str(info.value.__cause__)
+    assert session.entries() == []
+
+
+def test_L10_failing_tools_and_captures_are_logged_and_the_turn_stands(
+    provider: tuple[str, dict[str, Any]], caplog: pytest.LogCaptureFixture
+) -> None:
+    name, settings = provider
+    with memvault.open(name, plugins=[Scripted(tools="raise", capture_raises=True)], **settings) as v:
+        session = Runtime([Slot(name="m", description="", vault=v, scope=by_principal)]).session("s", principal="a")
+        with caplog.at_level("WARNING", logger="memvault.lifecycle"):
+            start = session.turn_started(1, "hi")
+            session.turn_completed(1, "answer")
+    assert len(start.tools) == 0
+    assert [m.content for m in session.messages()] == ["hi", "answer"]
+    assert "tools omitted" in caplog.text
+    assert "capture failed" in caplog.text
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_random_turns_and_compactions_keep_principals_apart_and_latest_values(name: str, tmp_path: Path) -> None:
+    """A bounded property run over the real provider (L4, L5, L9, L12)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    base = _settings(name, tmp_path)
+    step = st.tuples(
+        st.sampled_from(["alice", "bob"]),
+        st.sampled_from(["turn", "write", "compact"]),
+        st.sampled_from(["p1", "p2"]),
+        st.text(alphabet="xyz", min_size=1, max_size=3),
+    )
+    runs = iter(range(10**6))
+
+    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(steps=st.lists(step, min_size=1, max_size=10))
+    def run(steps: list[tuple[str, str, str, str]]) -> None:
+        fresh = tmp_path / f"run{next(runs)}"
+        fresh.mkdir()
+        info = get_registry().get(name)
+        assert info.scratch is not None
+        with memvault.open(name, **dict(info.scratch(fresh))) as v:
+            runtime = Runtime([Slot(name="mem", description="", vault=v, scope=by_principal)], workspace_id="w")
+            sessions = {who: runtime.session(f"s-{who}", principal=who) for who in ("alice", "bob")}
+            written: dict[str, dict[str, str]] = {"alice": {}, "bob": {}}
+            turns = {"alice": 0, "bob": 0}
+            for who, action, key, value in steps:
+                session = sessions[who]
+                if action == "turn" or turns[who] == 0:
+                    turns[who] += 1
+                    session.turn_started(turns[who], "secret")
+                    session.turn_completed(turns[who], "ok")
+                if action == "write":
+                    text = f"{who} secret {value}"
+                    assert (
+                        session.tools()
+                        .call("mem__write", {"tier": "peers", "key": key, "content": text, "mode": "replace"})
+                        .ok
+                    )
+                    written[who][key] = text
+                elif action == "compact":
+                    session.compact(lambda messages: "secret summary")
+                for me, other in (("alice", "bob"), ("bob", "alice")):
+                    seen = "\n".join(m.content for m in sessions[me].messages())
+                    assert f"{other} secret" not in seen
+                    if turns[me]:
+                        for k, text in written[me].items():
+                            got = sessions[me].tools().call("mem__read", {"tier": "peers", "key": k})
+                            assert got.data["content"] == text
+
+    assert base  # the provider is installed (else _settings skipped)
+    run()
