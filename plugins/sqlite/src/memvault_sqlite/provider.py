@@ -301,11 +301,12 @@ class SqliteProvider:
                     line_count += int(stats[0])
                     term_count += int(stats[1])
                     low = pid << schema.LINE_BITS
+                    fts = schema.fts_table(pid)
                     rows = conn.execute(
-                        "SELECT d.id, d.label, l.line_no, l.text, l.terms, l.length FROM lines_fts"
-                        " JOIN lines AS l ON l.id = lines_fts.rowid"
+                        f"SELECT d.id, d.label, l.line_no, l.text, l.terms, l.length FROM {fts}"
+                        f" JOIN lines AS l ON l.id = {fts}.rowid"
                         " JOIN documents AS d ON d.id = l.document_id"
-                        f" WHERE lines_fts MATCH ? AND lines_fts.rowid BETWEEN ? AND ? AND d.tier IN ({marks})",
+                        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})",
                         (match, low, low + (1 << schema.LINE_BITS) - 1, *tier_values),
                     ).fetchall()
                     candidates.extend(
@@ -347,23 +348,24 @@ class SqliteProvider:
                     ref = request.ref
                     part = ref.partition
                     rows = conn.execute(
-                        "SELECT d.id FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
+                        "SELECT d.id, d.partition_id FROM documents AS d JOIN partitions AS p"
+                        " ON p.id = d.partition_id"
                         " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? AND d.tier = ? AND d.key = ?",
                         (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
                     ).fetchall()
                 else:
                     rows = conn.execute(
-                        "SELECT id FROM documents WHERE workspace_id = ? AND data_subject_id = ?",
+                        "SELECT id, partition_id FROM documents WHERE workspace_id = ? AND data_subject_id = ?",
                         (request.workspace_id, request.data_subject_id),
                     ).fetchall()
-                for (doc_id,) in rows:
+                for doc_id, _pid in rows:
                     schema.delete_lines(conn, doc_id)
                     conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
-                if rows:
-                    # Merge every FTS segment into one: the erased terms leave the index
-                    # instead of lingering under delete markers; secure_delete zeroes the
-                    # freed pages.
-                    conn.execute("INSERT INTO lines_fts (lines_fts) VALUES ('optimize')")
+                # Rewrite each FTS shard that held the text as one segment: the erased
+                # terms leave the index instead of lingering under delete markers, and
+                # secure_delete zeroes the pages the old segments freed.
+                for table in sorted({schema.fts_table(pid) for _doc, pid in rows}):
+                    conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
             return len(rows)
 
         removed = self._retry(erase, "forget")

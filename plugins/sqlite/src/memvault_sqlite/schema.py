@@ -8,9 +8,10 @@ Version history:
 * **2** (0.1): ``partitions`` (one row per workspace/agent or workspace/crew,
   numbering its lines), ``documents`` (with ``data_subject_id`` and
   timestamps), ``lines`` (one row per non-blank line, its id = partition id
-  << 32 | sequence), the contentless FTS5 index ``lines_fts`` over the lines'
-  stemmed terms (``detail=none``: only "which lines hold this term"), and
-  ``quarantine``.
+  << 32 | sequence), contentless FTS5 indexes ``lines_fts_0`` ..
+  ``lines_fts_63`` (a partition's lines live in shard ``id % 64``) over the
+  lines' stemmed terms (``detail=none``: only "which lines hold this term"),
+  and ``quarantine``.
 
 A migration runs inside one ``BEGIN IMMEDIATE`` transaction, so concurrent
 openers wait for it and a failed migration leaves the old version intact.
@@ -26,12 +27,25 @@ from typing import Final
 from memvault.models import Tier, label_for
 from memvault_sqlite.search import index_line
 
-__all__ = ["LINE_BITS", "SCHEMA_VERSION", "migrate", "reindex_document"]
+__all__ = ["FTS_SHARDS", "LINE_BITS", "SCHEMA_VERSION", "fts_table", "migrate", "reindex_document"]
 
 SCHEMA_VERSION: Final = 2
 #: A line's rowid is ``partition_id << LINE_BITS | sequence``: the lines of one
 #: partition form one contiguous rowid range, which FTS5 seeks to directly.
 LINE_BITS: Final = 32
+#: Partitions are spread over this many FTS5 tables (``lines_fts_<pid % FTS_SHARDS>``),
+#: so erasure rewrites (``optimize``) one shard, not the whole index.
+FTS_SHARDS: Final = 64
+_FTS_DDL: Final = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5 ("
+    "terms, content='', columnsize=0, detail=none, tokenize=\"ascii tokenchars '_'\")"
+)
+
+
+def fts_table(pid: int) -> str:
+    """The FTS5 table holding partition ``pid``'s lines."""
+    return f"lines_fts_{pid % FTS_SHARDS}"
+
 
 _V2: Final = """
 CREATE TABLE partitions (
@@ -70,9 +84,6 @@ CREATE TABLE lines (
     length INTEGER NOT NULL
 );
 CREATE INDEX lines_by_document ON lines (document_id, line_no);
-CREATE VIRTUAL TABLE lines_fts USING fts5 (
-    terms, content='', columnsize=0, detail=none, tokenize="ascii tokenchars '_'"
-);
 CREATE TABLE quarantine (
     id INTEGER PRIMARY KEY,
     workspace_id TEXT NOT NULL,
@@ -107,7 +118,10 @@ def partition_id(conn: sqlite3.Connection, workspace_id: str, kind: str, owner_i
     cur = conn.execute(
         "INSERT INTO partitions (workspace_id, kind, owner_id) VALUES (?, ?, ?)", (workspace_id, kind, owner_id)
     )
-    return int(cur.lastrowid or 0)
+    pid = int(cur.lastrowid or 0)
+    # Shards are created with their first partition, so a known partition always has its table.
+    conn.execute(_FTS_DDL.format(name=fts_table(pid)))
+    return pid
 
 
 def reindex_document(conn: sqlite3.Connection, document_id: int, pid: int, old_body: str, new_body: str) -> None:
@@ -134,7 +148,7 @@ def reindex_document(conn: sqlite3.Connection, document_id: int, pid: int, old_b
             conn.executemany(
                 "INSERT INTO lines (id, document_id, line_no, text, terms, length) VALUES (?, ?, ?, ?, ?, ?)", rows
             )
-            conn.executemany("INSERT INTO lines_fts (rowid, terms) VALUES (?, ?)", [(r[0], r[4]) for r in rows])
+            conn.executemany(f"INSERT INTO {fts_table(pid)} (rowid, terms) VALUES (?, ?)", [(r[0], r[4]) for r in rows])
     conn.execute(
         "UPDATE documents SET line_count = (SELECT count(*) FROM lines WHERE document_id = ?1),"
         " term_count = (SELECT coalesce(sum(length), 0) FROM lines WHERE document_id = ?1) WHERE id = ?1",
@@ -157,7 +171,8 @@ def delete_lines(conn: sqlite3.Connection, document_id: int, numbers: list[int] 
     if not rows:
         return
     # A contentless FTS5 table forgets a row only when told its exact terms.
-    conn.executemany("INSERT INTO lines_fts (lines_fts, rowid, terms) VALUES ('delete', ?, ?)", rows)
+    table = fts_table(rows[0][0] >> LINE_BITS)
+    conn.executemany(f"INSERT INTO {table} ({table}, rowid, terms) VALUES ('delete', ?, ?)", rows)
     conn.executemany("DELETE FROM lines WHERE id = ?", [(r[0],) for r in rows])
 
 
