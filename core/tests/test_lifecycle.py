@@ -980,3 +980,39 @@ def test_turn_completed_for_a_turn_that_was_not_started_is_invalid(make_vault: C
     session = Runtime([slot("a", make_vault())]).session("s", principal="alice")
     with pytest.raises(memvault.InvalidRequest, match="turn_started"):
         session.turn_completed(1, "answer")
+
+
+def test_L10_a_turn_cancelled_from_another_thread_during_recall_commits_nothing(
+    make_vault: Callable[..., memvault.Vault],
+) -> None:
+    import threading
+
+    recall_running = threading.Event()
+    release = threading.Event()
+
+    def slow_recall(ctx: LifecycleContext) -> Any:
+        recall_running.set()
+        assert release.wait(5)
+        return {"messages": [{"content": "late fact"}]}
+
+    session = Runtime([slot("a", make_vault(Scripted(turn_started=slow_recall)))]).session("s", principal="alice")
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            session.turn_started(1, "hi")
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert recall_running.wait(5)
+    canceller = threading.Thread(target=session.cancel, args=(1,))
+    canceller.start()
+    canceller.join(2)
+    assert not canceller.is_alive()  # cancelling does not wait for the recall
+    release.set()
+    worker.join(5)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], TurnCancelled)
+    assert session.entries() == []

@@ -636,6 +636,9 @@ class Session:
         self._epoch = 0
         self._pending: CompactionPlan | None = None
         self._cancelled: set[int] = set()
+        # Not the session lock: a turn start holds that while recalls run, and
+        # cancelling must work from another thread meanwhile.
+        self._cancel_lock = threading.Lock()
         self._last_start: TurnStart | None = None
         self._turn_input = ""
 
@@ -677,9 +680,16 @@ class Session:
         return chars // 4 > self.runtime.compaction_threshold_tokens
 
     def cancel(self, turn: int) -> None:
-        """Mark ``turn`` cancelled: its recall commits nothing and fails as :class:`TurnCancelled`."""
-        with self._lock:
+        """Mark ``turn`` cancelled: its recall commits nothing and fails as :class:`TurnCancelled`.
+
+        Safe to call from another thread while :meth:`turn_started` runs.
+        """
+        with self._cancel_lock:
             self._cancelled.add(turn)
+
+    def _is_cancelled(self, turn: int) -> bool:
+        with self._cancel_lock:
+            return turn in self._cancelled
 
     # -- scopes --------------------------------------------------------------
 
@@ -755,7 +765,7 @@ class Session:
                     raw = slot.vault.plugin_manager.hook.memvault_recall_turn_started(ctx=ctx)
                     outcome = validate_recall_result(raw, slot=slot.name, phase=PHASE_TURN_STARTED)
                 except Exception as exc:
-                    if turn in self._cancelled:
+                    if self._is_cancelled(turn):
                         raise TurnCancelled(
                             f"turn {turn} was cancelled; slot {slot.name!r} recall did not complete",
                             slot=slot.name,
@@ -769,7 +779,7 @@ class Session:
                         phase=PHASE_TURN_STARTED,
                     ) from exc
                 outcomes.append((slot, ctx, outcome))
-            if turn in self._cancelled:
+            if self._is_cancelled(turn):
                 raise TurnCancelled(
                     f"turn {turn} was cancelled before its recall was committed", phase=PHASE_TURN_STARTED
                 )
@@ -1039,7 +1049,8 @@ class Session:
             self._ops = {}
             self._epoch = 0
             self._pending = None
-            self._cancelled = set()
+            with self._cancel_lock:
+                self._cancelled = set()
             self._last_start = None
             self._turn_input = ""
 
