@@ -59,36 +59,31 @@ def ms(value: float) -> str:
 # -- 1. retain rate ------------------------------------------------------------
 
 
-def retain_rate(tmp: Path, n: int = 300, synchronous: str = "full") -> dict[str, float]:
+def retain_rate(tmp: Path, n: int = 400, synchronous: str = "full") -> dict[str, float]:
+    """Provider retains and raw inserts, alternated one by one so both see the same machine load."""
     vault = memvault.open("sqlite", path=str(tmp / f"rate-{synchronous}.db"), scanner="off", synchronous=synchronous)
-    line = "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"
-    start = time.perf_counter()
-    for i in range(n):
-        vault.retain(
-            memvault.RetainRequest(
-                workspace_id="w",
-                agent_id="a",
-                tier="daily",
-                key=f"2024-01-{1 + i // 100:02d}",
-                content=line,
-                mode="append",
-            )
-        )
-    provider = n / (time.perf_counter() - start)
-    vault.close()
     raw = sqlite3.connect(str(tmp / f"raw-{synchronous}.db"), isolation_level=None)
     raw.execute("PRAGMA journal_mode = WAL")
     raw.execute(f"PRAGMA synchronous = {synchronous}")
     raw.execute("PRAGMA secure_delete = ON")
     raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
-    start = time.perf_counter()
-    for _ in range(n):
+    line = "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"
+    provider_s = raw_s = 0.0
+    for i in range(n):
+        request = memvault.RetainRequest(
+            workspace_id="w", agent_id="a", tier="daily", key=f"2024-01-{1 + i // 100:02d}", content=line, mode="append"
+        )
+        start = time.perf_counter()
+        vault.retain(request)
+        provider_s += time.perf_counter() - start
+        start = time.perf_counter()
         raw.execute("BEGIN IMMEDIATE")
         raw.execute("INSERT INTO t (body) VALUES (?)", (line,))
         raw.execute("COMMIT")
-    rawrate = n / (time.perf_counter() - start)
+        raw_s += time.perf_counter() - start
+    vault.close()
     raw.close()
-    return {"provider": provider, "raw": rawrate}
+    return {"provider": n / provider_s, "raw": n / raw_s}
 
 
 # -- 2. scale --------------------------------------------------------------------
