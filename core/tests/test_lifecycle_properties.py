@@ -2,11 +2,13 @@
 
 Two principals share one runtime with two slots: ``mem`` (the default
 lifecycle over the `memory` provider, scope ``by_principal``, visibility
-``scope``) and ``facts`` (a scripted recall that returns keyed records, fails,
-or returns an invalid result, as the drawn step says). After every step:
+``scope``, capturing every turn into the daily tier) and ``facts`` (a scripted
+recall that returns keyed records, fails, or returns an invalid result, and a
+capture that may fail, as the drawn step says). After every step:
 
 * a failed turn or compaction committed nothing partial (history unchanged,
-  or for a failed completed-recall only the checkpoint);
+  or for a failed completed-recall only the checkpoint), and a failing capture
+  never undoes the completed turn;
 * one principal's records never appear in the other's history;
 * every keyed record's latest committed value is the one projected, and the
   latest value written through a tool is the one read back.
@@ -37,7 +39,7 @@ RECORDS = st.lists(
     unique_by=lambda r: r[0] if r[0] is not None else object(),
 )
 STEP = st.one_of(
-    st.tuples(st.just("turn"), WHO, st.sampled_from(["ok", "ok", "raise", "invalid"]), RECORDS),
+    st.tuples(st.just("turn"), WHO, st.sampled_from(["ok", "ok", "raise", "invalid"]), RECORDS, st.booleans()),
     st.tuples(st.just("write"), WHO, st.sampled_from(["p1", "p2"]), st.text(alphabet="xyz", min_size=1, max_size=4)),
     st.tuples(st.just("compact"), WHO, st.booleans(), st.sampled_from(["ok", "capture fails", "recall fails"])),
 )
@@ -50,6 +52,7 @@ class Control:
         self.mode = "ok"
         self.records: list[tuple[str | None, str]] = []
         self.compaction = "ok"
+        self.capture_fails = False
 
     def _outcome(self) -> Any:
         if self.mode == "raise":
@@ -70,6 +73,12 @@ class Control:
             return None
         if self.compaction == "recall fails":
             raise RuntimeError("facts backend down")
+        return None
+
+    @memvault.hookimpl
+    def memvault_capture_turn_completed(self, ctx: LifecycleContext) -> Any:
+        if ctx.slot == "facts" and self.capture_fails:
+            raise RuntimeError("capture store down")
         return None
 
     @memvault.hookimpl
@@ -96,7 +105,7 @@ def test_random_interleavings_never_commit_partially_never_leak_never_lose_the_l
     with memvault.open("memory") as mem_vault, memvault.open("memory", plugins=[control]) as facts_vault:
         runtime = Runtime(
             [
-                Slot(name="mem", description="m", vault=mem_vault, scope=by_principal),
+                Slot(name="mem", description="m", vault=mem_vault, scope=by_principal, capture=True),
                 Slot(name="facts", description="f", vault=facts_vault, scope=by_principal),
             ],
             workspace_id="w",
@@ -111,8 +120,8 @@ def test_random_interleavings_never_commit_partially_never_leak_never_lose_the_l
             session = sessions[who]
             before = session.entries()
             if kind == "turn":
-                _, _, mode, records = step
-                control.mode, control.records = mode, records
+                _, _, mode, records, capture_fails = step
+                control.mode, control.records, control.capture_fails = mode, records, capture_fails
                 turn[who] += 1
                 try:
                     session.turn_started(turn[who], "secret")
@@ -125,7 +134,8 @@ def test_random_interleavings_never_commit_partially_never_leak_never_lose_the_l
                     for record_id, content in records:
                         if record_id is not None:
                             latest[who][record_id] = content
-                    session.turn_completed(turn[who], "answer")
+                    session.turn_completed(turn[who], f"answer {turn[who]}")  # a failing capture only logs
+                    assert session.messages()[-1].content == f"answer {turn[who]}"
             elif kind == "write":
                 _, _, key, value = step
                 if not started[who]:
