@@ -417,6 +417,12 @@ MUTANTS: dict[str, Mutant] = {
     "case-sensitive-matching": Mutant(CaseSensitiveMatching, "case_insensitive"),
     "snippet-misses-the-match": Mutant(SnippetMissesTheMatch, "snippet"),
     "cascade-silently-unsupported": Mutant(CascadeSilentlyUnsupported, "subject", frozenset()),
+    # the plain memory provider claiming what it cannot keep: its writes die with the process
+    "claims-durable-and-multi-process": Mutant(
+        MemoryProvider,
+        "kill_9 or reopening or another_process or from_processes",
+        frozenset({Capability.CASCADE_FORGET, Capability.DURABLE, Capability.MULTI_PROCESS}),
+    ),
     "ok-health-with-message": Mutant(UnhealthyMessageWhenOk, "health"),
     "crashes-under-threads": Mutant(CrashesUnderThreads, "many_threads"),
 }

@@ -30,6 +30,10 @@ def _run(
     return subprocess.run(args, capture_output=True, text=True, timeout=remaining, check=False, env=env, cwd=cwd)
 
 
+def _python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
 def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.pop("MEMVAULT_LOAD_PLUGINS", None)
@@ -44,21 +48,23 @@ def test_copied_template_installs_and_passes_memvault_parity(tmp_path: Path) -> 
     deadline = time.monotonic() + _BUDGET
     plugin = tmp_path / "my-plugin"
     shutil.copytree(_TEMPLATE, plugin, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache"))
-    venv = tmp_path / "venv"
     env = _clean_env()
-    uv = shutil.which("uv")
-    if uv:
-        made = _run([uv, "venv", "-q", "--python", sys.executable, str(venv)], deadline, env=env)
-    else:
-        made = _run([sys.executable, "-m", "venv", str(venv)], deadline, env=env)
-    assert made.returncode == 0, made.stderr
-    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     sources = [str(_REPO / "core"), str(_REPO / "parity_suite"), str(plugin)]
-    if uv:
-        installed = _run([uv, "pip", "install", "-q", "--python", str(python), *sources], deadline, env=env)
-    else:
-        installed = _run([str(python), "-m", "pip", "install", "-q", *sources], deadline, env=env)
-    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    venv, problems = tmp_path / "venv", "uv is not on PATH"
+    uv = shutil.which("uv")
+    if uv:  # fast path; falls back to pip when uv cannot reach an index from here
+        made = _run([uv, "venv", "-q", "--python", sys.executable, str(venv)], deadline, env=env)
+        problems = made.stderr if made.returncode else ""
+        if not problems:
+            command = [uv, "pip", "install", "-q", "--python", str(_python(venv)), *sources]
+            installed = _run(command, deadline, env=env)
+            problems = installed.stderr if installed.returncode else ""
+    if problems:
+        venv = tmp_path / "venv-pip"
+        made = _run([sys.executable, "-m", "venv", str(venv)], deadline, env=env)
+        assert made.returncode == 0, made.stderr
+        installed = _run([str(_python(venv)), "-m", "pip", "install", "-q", *sources], deadline, env=env)
+        assert installed.returncode == 0, problems + installed.stdout[-3000:] + installed.stderr[-3000:]
     memvault_cli = venv / ("Scripts/memvault.exe" if os.name == "nt" else "bin/memvault")
     listed = _run([str(memvault_cli), "providers"], deadline, env=env, cwd=tmp_path)
     assert re.search(r"^template-provider\s+memvault-template-provider\s+0\.1\.0", listed.stdout, re.MULTILINE), (

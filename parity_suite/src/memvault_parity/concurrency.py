@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import re
 import signal
 import subprocess
@@ -9,7 +10,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -51,9 +51,7 @@ class ConcurrencyTests(SuiteBase):
             for k in range(_PER_THREAD):
                 self.put(vault, ws, f"<t{w}-{k}>", tier="pins")
 
-        with ThreadPoolExecutor(_THREADS) as pool:
-            for future in [pool.submit(writer, w) for w in range(_THREADS)]:
-                future.result(timeout=60)
+        _run_threads(writer, _THREADS)
         _assert_whole_tokens(self.body(vault, ws, tier="pins"), _THREADS, _PER_THREAD)
 
     def test_concurrent_appends_report_growing_sizes(self, vault: memvault.Vault, ws: str) -> None:
@@ -67,42 +65,29 @@ class ConcurrencyTests(SuiteBase):
                 with lock:
                     sizes.append(result.bytes)
 
-        with ThreadPoolExecutor(4) as pool:
-            for future in [pool.submit(writer, w) for w in range(4)]:
-                future.result(timeout=60)
+        _run_threads(writer, 4)
         assert len(set(sizes)) == len(sizes) == 40
         assert max(sizes) == len(self.body(vault, ws, tier="daily", key="2026-08-08").encode())
 
     def test_every_verb_is_safe_from_many_threads(self, vault: memvault.Vault, ws: str) -> None:
         """P28: 8 threads call retain/recall/read/forget/health at once on one partition's documents;
         nothing raises and each thread sees exactly its own writes."""
-        errors: list[BaseException] = []
         barrier = threading.Barrier(8)
 
         def worker(i: int) -> None:
             peer = f"peer{i}"
-            try:
-                barrier.wait(timeout=10)
-                for k in range(15):
-                    self.put(vault, ws, f"thread{i} note{k}\n", tier="peers", key=peer)
-                    hits = self.find(vault, ws, f"thread{i}", tier="peers")
-                    assert len(hits) == k + 1
-                    assert {h.source for h in hits} == {f"peers/{peer}.md"}
-                    assert self.body(vault, ws, tier="peers", key=peer).count("\n") == k + 1
-                    vault.health()
-                assert self.drop(vault, ws, label=f"peers/{peer}.md") == 1
-                assert self.body(vault, ws, tier="peers", key=peer) == ""
-            except BaseException as exc:  # noqa: BLE001 - collected and re-raised in the main thread
-                errors.append(exc)
+            barrier.wait(timeout=10)
+            for k in range(15):
+                self.put(vault, ws, f"thread{i} note{k}\n", tier="peers", key=peer)
+                hits = self.find(vault, ws, f"thread{i}", tier="peers")
+                assert len(hits) == k + 1
+                assert {h.source for h in hits} == {f"peers/{peer}.md"}
+                assert self.body(vault, ws, tier="peers", key=peer).count("\n") == k + 1
+                vault.health()
+            assert self.drop(vault, ws, label=f"peers/{peer}.md") == 1
+            assert self.body(vault, ws, tier="peers", key=peer) == ""
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert not any(t.is_alive() for t in threads), "a verb hung"
-        if errors:
-            raise errors[0]
+        _run_threads(worker, 8)
 
     def test_provider_errors_are_memvault_errors(self, vault: memvault.Vault, ws: str) -> None:
         """P28: a refused write surfaces as a memvault.errors type, not a library exception."""
@@ -213,22 +198,36 @@ class CrashTests(SuiteBase):
             text=True,
             env=child_env(),
         )
+        lines: queue.Queue[str] = queue.Queue()
         acknowledged: list[int] = []
         try:
-            deadline = time.monotonic() + 30
             assert proc.stdout is not None
-            while len(acknowledged) < 25 and time.monotonic() < deadline:
-                line = proc.stdout.readline()
-                if not line:
+            stdout = proc.stdout
+
+            def pump() -> None:
+                for line in stdout:
+                    lines.put(line)
+
+            threading.Thread(target=pump, daemon=True).start()
+            deadline = time.monotonic() + 30
+            while len(acknowledged) < 25 and time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    acknowledged.append(int(lines.get(timeout=max(0.01, deadline - time.monotonic()))))
+                except queue.Empty:
                     break
-                acknowledged.append(int(line))
             proc.send_signal(signal.SIGKILL)
-            rest, err = proc.communicate(timeout=10)
+            proc.wait(timeout=10)
+            assert proc.stderr is not None
+            err = proc.stderr.read()
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=10)
-        acknowledged += [int(x) for x in rest.split()]
+        time.sleep(0.2)  # let the reader thread drain what the writer printed before it died
+        while not lines.empty():
+            line = lines.get_nowait()
+            if line.strip().isdigit():
+                acknowledged.append(int(line))
         assert acknowledged, f"the writer acknowledged nothing: {err[-2000:]}"
         vault = open_vault()
         for i in acknowledged:
@@ -243,6 +242,27 @@ class CrashTests(SuiteBase):
         second = open_vault()
         assert self.body(second, ws) == "persisted marmot\n"
         assert [h.line for h in self.find(second, ws, "marmot")] == [1]
+
+
+def _run_threads(target: Callable[[int], None], count: int, timeout: float = 60.0) -> None:
+    """Run ``target(0..count-1)`` in threads; re-raise the first error; fail if one hangs."""
+    errors: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised in the calling thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,), daemon=True) for i in range(count)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), f"P28: a call did not return within {timeout:.0f} s"
+    if errors:
+        raise errors[0]
 
 
 def _json(settings: Mapping[str, Any]) -> str:
