@@ -138,6 +138,7 @@ class PartitionTests(SuiteBase):
     @hsettings(
         max_examples=12,
         deadline=None,
+        database=None,  # leave no .hypothesis folder in a plugin author's working directory
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(

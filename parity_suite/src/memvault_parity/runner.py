@@ -134,6 +134,8 @@ def run_parity(
             str(ini),
             "--rootdir",
             tmp,
+            "--confcutdir",
+            str(Path(spec.origin).parent),
             "-p",
             "no:cacheprovider",
             "-q",
@@ -147,9 +149,13 @@ def run_parity(
         if exitfirst:
             args.append("-x")
         args += list(extra_args)
+        from hypothesis.configuration import set_hypothesis_home_dir
+
+        set_hypothesis_home_dir(Path(tmp) / ".hypothesis")  # leave nothing in the caller's directory
         try:
             code = int(pytest.main(args, plugins=[collector]))
         finally:
+            set_hypothesis_home_dir(None)
             _target = None
             sys.modules.pop(_TARGET_MODULE, None)
     outcome = ParityOutcome(
