@@ -36,6 +36,7 @@ __all__ = [
     "lock_name",
     "lstat",
     "open_dir",
+    "prefetch",
     "read_file",
     "remove_file",
     "safe_component",
@@ -187,6 +188,28 @@ def read_file(handle: DirHandle, name: str) -> tuple[bytes, os.stat_result] | No
                 break
             chunks.append(chunk)
         return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
+def prefetch(handle: DirHandle, name: str) -> None:
+    """Ask the kernel to start reading ``name`` into the page cache now (best effort).
+
+    Recall announces every file it is about to read first, so a cold page
+    cache is filled by parallel readahead instead of one blocking read after
+    another (each of which waits for the disk and then for a CPU).
+    """
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=handle.fd)
+    except OSError:
+        return  # read_file reports it properly
+    try:
+        advise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
     finally:
         os.close(fd)
 

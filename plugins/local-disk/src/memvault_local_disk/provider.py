@@ -414,13 +414,24 @@ class LocalDiskProvider:
                 return
             with os.scandir(subdir.fd) as entries:
                 names = sorted(e.name for e in entries if not e.name.startswith("."))
+            documents: list[str] = []
             for name in names:
-                label = f"{sub}/{name}"
                 try:
-                    parse_label(label)
+                    parse_label(f"{sub}/{name}")
                 except InvalidRequest:
                     continue  # not a document name (an editor's backup, a stray file)
-                doc = self._indexed(subdir, (*parts, sub), name, partition, label)
+                documents.append(name)
+            path = (*parts, sub)
+            for name in documents:
+                st = fs.lstat(subdir, name)
+                if (
+                    st is not None
+                    and stat.S_ISREG(st.st_mode)
+                    and self._cache.get((*path, name), _stat_key(st)) is None
+                ):
+                    fs.prefetch(subdir, name)
+            for name in documents:
+                doc = self._indexed(subdir, path, name, partition, f"{sub}/{name}")
                 if doc is not None:
                     yield doc
 
