@@ -587,3 +587,11 @@ def test_p30_tail_rescan_agrees_with_a_full_scan_at_every_split(payload: str) ->
         if (finding is not None) != expected:
             disagreements.append(cut - start)
     assert disagreements == []
+
+
+def test_the_operator_docs_list_every_rule() -> None:
+    """docs/operators/quarantine.md's rules table names every pattern id the scanner can report."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "operators" / "quarantine.md"
+    text = page.read_text(encoding="utf-8")
+    ids = [rule.pattern for rule in RULES] + [pattern for pattern, _, _ in INVISIBLE_RULES]
+    assert [i for i in ids if f"| `{i}` |" not in text] == []
