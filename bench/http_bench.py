@@ -98,12 +98,25 @@ def start_server(root: Path, db: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split("listening on ", 1)[1].split(" ", 1)[0]
 
 
-def timed(call: Callable[[], object], n: int) -> list[float]:
+def server_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the server process so far (Linux /proc; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(call: Callable[[], object], n: int, cpu: dict[str, float], pid: int) -> list[float]:
+    """Wall times in ms; adds this process's and the server's CPU seconds to ``cpu``."""
     out = []
+    client_before, server_before = time.process_time(), server_cpu_seconds(pid)
     for _ in range(n):
         start = time.perf_counter()
         call()
         out.append((time.perf_counter() - start) * 1000)
+    cpu["client"] += time.process_time() - client_before
+    cpu["server"] += server_cpu_seconds(pid) - server_before
     return out
 
 
@@ -149,10 +162,13 @@ def main() -> None:
             hits = {len(v.recall(request).hits) for v in (local, remote, remote_scan)}
             assert len(hits) == 1, hits  # same data, same answer on every path
             samples: dict[str, list[float]] = {"local": [], "http": [], "http+scan": []}
+            cpu = {name: {"client": 0.0, "server": 0.0} for name in samples}
             for _ in range(args.rounds):
-                samples["local"] += timed(lambda: local.recall(request), args.calls)
-                samples["http"] += timed(lambda: remote.recall(request), args.calls)
-                samples["http+scan"] += timed(lambda: remote_scan.recall(request), args.calls)
+                samples["local"] += timed(lambda: local.recall(request), args.calls, cpu["local"], proc.pid)
+                samples["http"] += timed(lambda: remote.recall(request), args.calls, cpu["http"], proc.pid)
+                samples["http+scan"] += timed(
+                    lambda: remote_scan.recall(request), args.calls, cpu["http+scan"], proc.pid
+                )
             rate_local = throughput(lambda: local.recall(request), 16, args.seconds)
             rate_http = throughput(lambda: remote.recall(request), 16, args.seconds)
             remote.close()
@@ -163,14 +179,16 @@ def main() -> None:
             local.close()
     p50 = {k: statistics.median(v) for k, v in samples.items()}
     p95 = {k: pct(v, 0.95) for k, v in samples.items()}
+    n = args.rounds * args.calls
+    per_call = {k: {side: v[side] * 1000 / n for side in v} for k, v in cpu.items()}
     rows = [
-        "| path | p50 ms | p95 ms | p50 added vs local | p50 ratio |",
-        "|---|---|---|---|---|",
+        "| path | p50 ms | p95 ms | p50 added vs local | p50 ratio | CPU ms/call (client + server) |",
+        "|---|---|---|---|---|---|",
     ]
     for name in samples:
         rows.append(
             f"| {name} | {p50[name]:.3f} | {p95[name]:.3f} | {p50[name] - p50['local']:+.3f} ms | "
-            f"{p50[name] / p50['local']:.2f}x |"
+            f"{p50[name] / p50['local']:.2f}x | {per_call[name]['client']:.3f} + {per_call[name]['server']:.3f} |"
         )
     report = "\n".join(
         [
@@ -181,7 +199,8 @@ def main() -> None:
             f"Data: one agent partition, 2,000 lines in 20 daily documents; query {QUERY!r}, limit 10 "
             "(the same hits on every path).",
             f"Latency: {args.rounds} interleaved rounds x {args.calls} sequential recalls per path "
-            f"({args.rounds * args.calls} samples each).",
+            f"({args.rounds * args.calls} samples each). Load average when run: "
+            f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (on 2 cores: the machine was shared).",
             "",
             *rows,
             "",

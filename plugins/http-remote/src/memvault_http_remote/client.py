@@ -23,6 +23,7 @@ Retries, all inside the one ``timeout`` budget, with exponential backoff:
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from typing import Any, Final, TypeVar
@@ -83,30 +84,53 @@ class HttpRemoteProvider:
             raise InvalidRequest(f"timeout must be a positive number of seconds, got {timeout!r}", field="timeout")
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
-        headers = {"Accept": "application/json", "User-Agent": "memvault-http-remote"}
+        self._headers = {
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+            "User-Agent": "memvault-http-remote",
+        }
         if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._client = httpx.Client(
-            base_url=self.url,
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout),
+            self._headers["Authorization"] = f"Bearer {token}"
+        # The httpx transport directly, not an httpx.Client: the client's cookie jar,
+        # redirect and auth machinery and per-call URL merging cost more CPU than the
+        # rest of a loopback round trip, and the service uses none of them. The
+        # transport keeps httpx's connection pool (thread-safe) and exception types.
+        self._transport = httpx.HTTPTransport(
             # Small request/response pairs: without TCP_NODELAY, Nagle's algorithm can hold
             # the body back behind the headers until the peer ACKs them.
-            transport=httpx.HTTPTransport(
-                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32, keepalive_expiry=30.0),
-            ),
+            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32, keepalive_expiry=30.0),
         )
+        self._urls: dict[str, httpx.URL] = {}
 
     # -- transport ---------------------------------------------------------------
 
     def _where(self, verb: str) -> str:
         return f"memvault service at {self.url} ({verb})"
 
-    def _attempt(self, verb: str, path: str, payload: Any, remaining: float, idempotent: bool) -> Any:
+    def _send(self, method: str, path: str, body: bytes | None, timeout: float) -> httpx.Response:
+        """One HTTP exchange, the whole response read; raises httpx's transport errors."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(self.url + path)
+        request = httpx.Request(
+            method,
+            url,
+            content=body,
+            headers=self._headers,
+            extensions={"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}},
+        )
+        response = self._transport.handle_request(request)
+        try:
+            response.read()
+        finally:
+            response.close()
+        return response
+
+    def _attempt(self, verb: str, path: str, body: bytes, remaining: float, idempotent: bool) -> Any:
         where = self._where(verb)
         try:
-            response = self._client.post(path, json=payload, timeout=httpx.Timeout(remaining))
+            response = self._send("POST", path, body, remaining)
         except httpx.ConnectTimeout as exc:
             raise _Retry(UpstreamTimeout(f"{where}: connecting timed out")) from exc
         except httpx.TimeoutException as exc:
@@ -124,15 +148,16 @@ class HttpRemoteProvider:
             except ValueError as exc:
                 raise UpstreamError(f"{where} answered 200 with a body that is not JSON") from exc
         try:
-            body: object = response.json()
+            answer: object = response.json()
         except ValueError:
-            body = None
-        decoded = decode_error(response.status_code, body, where)
+            answer = None
+        decoded = decode_error(response.status_code, answer, where)
         if response.status_code == 503 or (idempotent and response.status_code in _RETRY_STATUS):
             raise _Retry(decoded)
         raise decoded
 
     def _post(self, verb: str, path: str, payload: Any, *, idempotent: bool) -> Any:
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         deadline = time.monotonic() + self.timeout
         backoff = _BACKOFF_FIRST
         while True:
@@ -140,7 +165,7 @@ class HttpRemoteProvider:
             if remaining <= 0:
                 raise UpstreamTimeout(f"{self._where(verb)} did not answer within {self.timeout:g} s")
             try:
-                return self._attempt(verb, path, payload, remaining, idempotent)
+                return self._attempt(verb, path, body, remaining, idempotent)
             except _Retry as retry:
                 if time.monotonic() + backoff >= deadline:
                     raise retry.error from retry.__cause__
@@ -177,7 +202,7 @@ class HttpRemoteProvider:
         budget = min(HEALTH_BUDGET, self.timeout)
         where = self._where("health")
         try:
-            response = self._client.get("/v1/health", timeout=httpx.Timeout(budget))
+            response = self._send("GET", "/v1/health", None, budget)
         except httpx.TimeoutException:
             return HealthStatus(ok=False, message="health check timeout")
         except httpx.ConnectError as exc:
@@ -225,7 +250,7 @@ class HttpRemoteProvider:
         """The server's provider name and the capabilities it declares (``GET /v1/capabilities``)."""
         where = self._where("capabilities")
         try:
-            response = self._client.get("/v1/capabilities")
+            response = self._send("GET", "/v1/capabilities", None, self.timeout)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeout(f"{where} did not answer within {self.timeout:g} s") from exc
         except httpx.TransportError as exc:
@@ -241,4 +266,4 @@ class HttpRemoteProvider:
 
     def close(self) -> None:
         """Close the pooled connections."""
-        self._client.close()
+        self._transport.close()
