@@ -135,3 +135,12 @@ def test_non_ascii_terms_are_searchable(vault: memvault.Vault) -> None:
     assert [h.line for h in recall(vault, "zürich")] == [1]
     assert [h.line for h in recall(vault, greek.upper())] == [2]
     assert [h.line for h in recall(vault, "snake_case_name")] == [3]
+
+
+def test_partitions_sharing_an_fts_shard_stay_apart_p3(vault: memvault.Vault) -> None:
+    # More agents than FTS shards: some partitions share a shard and differ only by rowid range.
+    for n in range(70):
+        retain(vault, f"shared keyword from agent{n}\n", agent_id=f"agent{n}")
+    for n in (0, 1, 64, 65, 69):
+        hits = recall(vault, "shared keyword", agent_id=f"agent{n}")
+        assert [h.snippet for h in hits] == [f"shared keyword from agent{n}"]
