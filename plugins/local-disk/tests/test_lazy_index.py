@@ -93,3 +93,19 @@ def test_repeated_queries_over_several_lazy_documents_match_the_full_index(
 def test_windows_line_endings_and_exotic_separators_number_lines_alike() -> None:
     body = "alpha one\r\nbeta two\rgamma alpha\x0bdelta\u2028alpha epsilon\x85zeta alpha"
     assert _hits(LazyDocument("d.md", body), "alpha") == _hits(text.index_document("d.md", body), "alpha")
+
+
+_ascii_piece = st.sampled_from(
+    [*"abcXYZ_019 .,-!?'\t\r\n\x0b\x0c\x1c\x1d\x1e", "the ", "is ", "flies ", "a_b ", "S\u017f"]
+)
+_ascii_body = st.lists(_ascii_piece, max_size=80).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_ascii_body, query=st.sampled_from(["the", "a_b", "fly", "abc", "x 019", "is the", "ss", "s"]))
+def test_ascii_fast_path_counts_like_the_regex_tokeniser(body: str, query: str) -> None:
+    """Underscores, digits, control characters and ASCII line separators (and U+017F, which folds to ASCII)."""
+    full = text.index_document("doc.md", body)
+    lazy = LazyDocument("doc.md", body)
+    assert (lazy.line_count, lazy.total_length) == (full.line_count, full.total_length)
+    assert _hits(lazy, query) == _hits(full, query)

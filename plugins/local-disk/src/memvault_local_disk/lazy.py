@@ -17,17 +17,46 @@ last letter.
 
 from __future__ import annotations
 
+import string
 import threading
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import Final
 
 from memvault import text
 
 __all__ = ["LazyDocument"]
 
 _is_stop_word = text.STOP_WORDS.__contains__
+
+
+# For ASCII text, r"\w+" tokens are the runs of [A-Za-z0-9_]: mapping every other byte
+# but the line break to a space and splitting gives the same tokens several times faster.
+_WORD_BYTES: Final = frozenset((string.ascii_letters + string.digits + "_").encode())
+_ASCII_BLANKS: Final = bytes(b if b in _WORD_BYTES or b == 0x0A else 0x20 for b in range(256))
+_is_stop_word_bytes: Final = frozenset(w.encode() for w in text.STOP_WORDS).__contains__
+
+
+def _statistics(folded: str, folded_lines: list[str]) -> tuple[int, int]:
+    """How many lines have tokens, and the sum of their lengths, as index_document counts them.
+
+    A line's length is its number of non-stop-word tokens, at least 1.
+    """
+    count = 0
+    total = 0
+    if folded.isascii():
+        for byte_tokens in map(bytes.split, folded.encode("ascii").translate(_ASCII_BLANKS).split(b"\n")):
+            if byte_tokens:
+                count += 1
+                total += (len(byte_tokens) - sum(map(_is_stop_word_bytes, byte_tokens))) or 1
+        return count, total
+    for tokens in map(text.tokenize, folded_lines):
+        if tokens:
+            count += 1
+            total += (len(tokens) - sum(map(_is_stop_word, tokens))) or 1
+    return count, total
 
 
 def _probe(term: str) -> str:
@@ -56,15 +85,8 @@ class LazyDocument:
         self.source = source
         self._lines = body.splitlines()
         folded_lines = [line.casefold() for line in self._lines]
-        count = 0
-        total = 0
-        for tokens in map(text.tokenize, self._lines):
-            if tokens:
-                count += 1
-                total += (len(tokens) - sum(map(_is_stop_word, tokens))) or 1
-        self.line_count = count
-        self.total_length = total
         self._folded = "\n".join(folded_lines)
+        self.line_count, self.total_length = _statistics(self._folded, folded_lines)
         self._starts = [0, *accumulate(len(line) + 1 for line in folded_lines)]
         self._postings: dict[str, tuple[int, ...]] = {}
         self._indexed: dict[int, text.IndexedLine | None] = {}
