@@ -1016,3 +1016,11 @@ def test_L10_a_turn_cancelled_from_another_thread_during_recall_commits_nothing(
     assert len(outcome) == 1
     assert isinstance(outcome[0], TurnCancelled)
     assert session.entries() == []
+
+
+@pytest.mark.parametrize(("option", "value"), [("kind", "graph"), ("recall_limit", 0), ("recall_limit", 21)])
+def test_L1_slot_options_outside_their_range_are_invalid(
+    option: str, value: object, make_vault: Callable[..., memvault.Vault]
+) -> None:
+    with pytest.raises(memvault.InvalidRequest, match=option):
+        slot("a", make_vault(), **{option: value})

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Union
 from attrs import evolve, field, frozen
 
 from memvault.errors import InvalidRequest, MemvaultError
-from memvault.models import validate_identifier
+from memvault.models import MAX_RECALL_LIMIT, validate_identifier
 
 if TYPE_CHECKING:
     from memvault.tools import ToolSet
@@ -476,6 +476,18 @@ def _namespace_spec(instance: object, attribute: Any, value: Any) -> None:
     _namespace_bytes(value)
 
 
+def _kind(instance: object, attribute: Any, value: Any) -> None:
+    if value not in ("memory", "notes"):
+        raise InvalidRequest(f"kind {value!r} is not 'memory' or 'notes'", field="kind")
+
+
+def _recall_limit(instance: object, attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RECALL_LIMIT:
+        raise InvalidRequest(
+            f"recall_limit must be an integer from 1 to {MAX_RECALL_LIMIT}, got {value!r}", field="recall_limit"
+        )
+
+
 def _workspace(instance: object, attribute: Any, value: Any) -> None:
     validate_identifier(value, "workspace_id", required=False)
 
@@ -507,8 +519,8 @@ class Slot:
     visibility: Visibility = field(default="scope", validator=_visibility)
     workspace_id: str = field(default="", validator=_workspace)
     capture: bool = False
-    kind: Literal["memory", "notes"] = "memory"
-    recall_limit: int = 5
+    kind: Literal["memory", "notes"] = field(default="memory", validator=_kind)
+    recall_limit: int = field(default=5, validator=_recall_limit)
     settings: Mapping[str, Any] = field(factory=dict)
 
     def hook_settings(self) -> dict[str, Any]:
@@ -606,6 +618,10 @@ class Runtime:
         if dupes:
             raise InvalidRequest(f"slot names must be unique (L1): {dupes} appear more than once", field="name")
         self.workspace_id = validate_identifier(workspace_id, "workspace_id")
+        if isinstance(compaction_threshold_tokens, bool) or not isinstance(compaction_threshold_tokens, int):
+            raise InvalidRequest("compaction_threshold_tokens must be an integer", field="compaction_threshold_tokens")
+        if compaction_threshold_tokens < 1:
+            raise InvalidRequest("compaction_threshold_tokens must be at least 1", field="compaction_threshold_tokens")
         self.compaction_threshold_tokens = compaction_threshold_tokens
 
     def session(self, session_id: str, *, principal: str | None = None, metadata: Mapping[str, Any] = {}) -> Session:
