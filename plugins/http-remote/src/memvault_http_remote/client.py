@@ -261,8 +261,11 @@ class HttpRemoteProvider:
             except ValueError:
                 body = None
             raise decode_error(response.status_code, body, where)
-        data = response.json()
-        return str(data["provider"]), frozenset(str(c) for c in data["capabilities"])
+        try:
+            data = response.json()
+            return str(data["provider"]), frozenset(str(c) for c in data["capabilities"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UpstreamError(f"{where} sent an answer memvault cannot read") from exc
 
     def close(self) -> None:
         """Close the pooled connections."""

@@ -285,7 +285,11 @@ def _build() -> dict[str, Any]:
                 "get": {
                     "operationId": "health",
                     "summary": "Probe the provider (no token needed; says nothing about tenants)",
-                    "responses": {"200": _ok("HealthStatus", "the provider's health"), "401": _error("401")},
+                    "responses": {
+                        "200": _ok("HealthStatus", "the provider's health"),
+                        "401": _error("401"),
+                        "503": _error("503"),
+                    },
                 }
             },
             "/v1/capabilities": {
