@@ -414,41 +414,50 @@ class LocalDiskProvider:
                 return
             with os.scandir(subdir.fd) as entries:
                 names = sorted(e.name for e in entries if not e.name.startswith("."))
-            documents: list[str] = []
+            path = (*parts, sub)
+            stale: list[tuple[str, str]] = []
             for name in names:
+                label = f"{sub}/{name}"
                 try:
-                    parse_label(f"{sub}/{name}")
+                    parse_label(label)
                 except InvalidRequest:
                     continue  # not a document name (an editor's backup, a stray file)
-                documents.append(name)
-            path = (*parts, sub)
-            for name in documents:
-                st = fs.lstat(subdir, name)
-                if (
-                    st is not None
-                    and stat.S_ISREG(st.st_mode)
-                    and self._cache.get((*path, name), _stat_key(st)) is None
-                ):
-                    fs.prefetch(subdir, name)
-            for name in documents:
-                doc = self._indexed(subdir, path, name, partition, f"{sub}/{name}")
+                doc, fresh = self._cached(subdir, path, name, partition, label)
                 if doc is not None:
                     yield doc
+                elif not fresh:
+                    fs.prefetch(subdir, name)  # start the disk on every file before reading any
+                    stale.append((name, label))
+            for name, label in stale:
+                loaded = self._load(subdir, path, name, partition, label)
+                if loaded is not None:
+                    yield loaded
 
     def _indexed(
         self, handle: fs.DirHandle, parts: tuple[str, ...], name: str, partition: Partition, label: str
     ) -> LazyDocument | None:
         """The indexed document, from the cache while the file is unchanged; ``None`` to skip it."""
-        path = (*parts, name)
+        doc, fresh = self._cached(handle, parts, name, partition, label)
+        if doc is not None or fresh:
+            return doc
+        return self._load(handle, parts, name, partition, label)
+
+    def _cached(
+        self, handle: fs.DirHandle, parts: tuple[str, ...], name: str, partition: Partition, label: str
+    ) -> tuple[LazyDocument | None, bool]:
+        """``(doc, True)`` from the cache, ``(None, True)`` to skip, ``(None, False)`` to (re)load."""
         st = fs.lstat(handle, name)
         if st is None:
-            return None
+            return None, True
         if not stat.S_ISREG(st.st_mode):
             log.warning("recall skipped %s: it is a symlink or not a regular file", _describe(partition, label))
-            return None
-        cached = self._cache.get(path, _stat_key(st))
-        if cached is not None:
-            return cached
+            return None, True
+        cached = self._cache.get((*parts, name), _stat_key(st))
+        return cached, cached is not None
+
+    def _load(
+        self, handle: fs.DirHandle, parts: tuple[str, ...], name: str, partition: Partition, label: str
+    ) -> LazyDocument | None:
         try:
             found = fs.read_file(handle, name)
         except UpstreamError as exc:
@@ -463,7 +472,7 @@ class LocalDiskProvider:
             log.warning("recall skipped %s", exc)
             return None
         doc = LazyDocument(label, body)
-        self._cache.put(path, _stat_key(opened), doc)
+        self._cache.put((*parts, name), _stat_key(opened), doc)
         return doc
 
     def _remove_document(self, handle: fs.DirHandle, name: str, *, expected_subject: str | None) -> bool:
