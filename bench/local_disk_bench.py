@@ -1,10 +1,10 @@
-"""local-disk recall over a year of daily notes, warm and cold, against `grep -riF` in the same run.
+"""local-disk recall over a year of daily notes, warm and cold, against `grep -riF --include=*.md` in the same run.
 
 One agent with 365 daily documents of about 27 KB each (about 10 MB; the daily
 cap is 30,000 bytes), written through the provider. Then, for each query:
 
 * warm: the same provider instance, recall repeated (its per-file index cache is hot);
-  baseline `grep -riF <phrase> <agent folder>` repeated (page cache hot);
+  baseline `grep -riF --include=*.md <phrase> <agent folder>` repeated (page cache hot);
 * cold: before each sample the page cache is dropped (`echo 3 > /proc/sys/vm/drop_caches`,
   when this process may write it) and a NEW provider instance answers one recall;
   the grep baseline is also run right after a drop. When dropping is not possible the
@@ -113,7 +113,8 @@ def p(values: list[float], q: float) -> float:
 
 
 def grep(pattern: str, folder: Path) -> None:
-    subprocess.run(["grep", "-riF", pattern, str(folder)], stdout=subprocess.DEVNULL, check=False)
+    # --include: read exactly the documents, not the empty lock sentinels beside them
+    subprocess.run(["grep", "-riF", "--include=*.md", pattern, str(folder)], stdout=subprocess.DEVNULL, check=False)
 
 
 START = "<!-- local_disk_bench:start -->"
