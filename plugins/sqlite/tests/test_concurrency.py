@@ -126,3 +126,20 @@ def test_connections_of_finished_threads_are_released(vault: memvault.Vault, db_
         t.start()
         t.join()
     assert open_handles(db_path) <= 3
+
+
+def test_processes_creating_the_same_new_database_at_once_all_succeed(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.db"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(path), f"opener{p}", "3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(4)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], [err for _out, err in outputs]
+    with memvault.open("sqlite", path=str(path), scanner="off") as vault:
+        assert len(entries(vault)) == 12
