@@ -179,11 +179,12 @@ class SqliteProvider:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield
+            conn.execute("COMMIT")
         except BaseException:
+            # Also after a failed COMMIT: never leave the thread's connection mid-transaction.
             if conn.in_transaction:
                 conn.rollback()
             raise
-        conn.execute("COMMIT")
 
     def _retry(self, action: Callable[[], _T], verb: str) -> _T:
         """Run ``action``; retry "database is locked" up to ``timeout`` seconds, then UpstreamError."""
