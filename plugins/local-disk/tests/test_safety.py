@@ -229,3 +229,10 @@ def test_settings_given_as_strings_are_coerced(root: Path) -> None:
 def test_a_negative_cache_budget_is_refused(root: Path) -> None:
     with pytest.raises(InvalidRequest, match="cache_bytes"):
         memvault.open("local-disk", root=str(root), cache_bytes=-1)
+
+
+def test_a_folder_where_a_document_belongs_is_an_upstream_error(vault: memvault.Vault, root: Path) -> None:
+    (root / "w1/agents/ada/pins.md").mkdir(parents=True)
+    with pytest.raises(UpstreamError, match="not a regular file"):
+        vault.retain(RetainRequest(workspace_id="w1", agent_id="ada", tier="pins", content="x", mode="replace"))
+    assert (root / "w1/agents/ada/pins.md").is_dir()

@@ -107,6 +107,11 @@ def _open_root(root: Path, create: bool) -> int | None:
         if not create:
             return None
     os.makedirs(root, mode=DIR_MODE, exist_ok=True)
+    parent = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(parent)  # the new root's own directory entry must survive a crash too
+    finally:
+        os.close(parent)
     return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 

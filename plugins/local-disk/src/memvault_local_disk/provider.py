@@ -214,19 +214,24 @@ class LocalDiskProvider:
                         f"{_describe(ref.partition, label)} is a symlink; local-disk never follows symlinks. "
                         "Replace it with a regular file"
                     )
+                if current is not None and not stat.S_ISREG(current.st_mode):
+                    raise UpstreamError(
+                        f"{_describe(ref.partition, label)} is not a regular file on disk: move it away"
+                    )
                 old = b""
                 old_mode = fs.FILE_MODE
+                current_size = 0
                 if current is not None:
                     old_mode = stat.S_IMODE(current.st_mode)
+                    current_size = current.st_size
                     if request.mode == "append":
                         found = fs.read_file(handle, name)
                         old = found[0] if found else b""
+                        current_size = len(old)
                         self._decode(old, ref.partition, label)  # refuse to extend a corrupt file
                 added = request.content.encode("utf-8")
                 body = old + added if request.mode == "append" else added
-                warning = check_cap(
-                    request.tier, current=current.st_size if current is not None else 0, projected=len(body)
-                )
+                warning = check_cap(request.tier, current=current_size, projected=len(body))
                 subject_file = _subject_name(name)
                 if request.data_subject_id:
                     # Tag first: a crash between the two writes over-tags, never under-tags.
