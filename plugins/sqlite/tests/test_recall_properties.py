@@ -1,0 +1,55 @@
+"""Property checks of P17 against the core's own definitions in ``memvault.text``."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import memvault
+from memvault import text
+
+WORDS = ["tea", "Teas", "green", "the", "of", "walrus", "walruses", "red", "Run", "running", "NEAR", "or", "x"]
+_ids = itertools.count()
+
+line_st = st.lists(st.sampled_from(WORDS), min_size=0, max_size=6).map(" ".join)
+doc_st = st.lists(line_st, min_size=1, max_size=12)
+query_st = st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join)
+
+
+@pytest.fixture(scope="module")
+def shared_vault() -> Iterator[memvault.Vault]:
+    with memvault.open("sqlite", path=":memory:", scanner="off") as vault:
+        yield vault
+
+
+@settings(max_examples=80, deadline=None)
+@given(lines=doc_st, query=query_st)
+def test_hits_are_exactly_the_lines_sharing_a_term_phrase_lines_first_p17(
+    shared_vault: memvault.Vault, lines: list[str], query: str
+) -> None:
+    agent = f"agent{next(_ids)}"
+    body = "\n".join(lines) + "\n"
+    shared_vault.retain(
+        memvault.RetainRequest(workspace_id="w", agent_id=agent, tier="pins", content=body, mode="replace")
+    )
+    parsed = text.Query.parse(query)
+    wanted = set(parsed.terms)
+    expected = {
+        n for n, line in enumerate(body.splitlines(), start=1) if wanted & {text.stem(t) for t in text.tokenize(line)}
+    }
+    phrase_lines = {
+        n
+        for n, line in enumerate(body.splitlines(), start=1)
+        if " ".join(parsed.phrase) and f" {' '.join(parsed.phrase)} " in f" {' '.join(text.tokenize(line))} "
+    }
+    hits = shared_vault.recall(memvault.RecallRequest(workspace_id="w", agent_id=agent, query=query, limit=20)).hits
+    assert {h.line for h in hits} == expected  # documents here have at most 12 lines
+    phrase_scores = [h.score for h in hits if h.line in phrase_lines]
+    other_scores = [h.score for h in hits if h.line not in phrase_lines]
+    assert all(s > 0.5 for s in phrase_scores)
+    assert all(s < 0.5 for s in other_scores)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
