@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from sqlite_helpers import recall, retain
@@ -83,3 +84,30 @@ def test_subject_tag_survives_untagged_appends_p13(vault: memvault.Vault) -> Non
     retain(vault, "first\n", tier="peers", key="bob", data_subject_id="subj-1")
     retain(vault, "second\n", tier="peers", key="bob")
     assert vault.forget(memvault.ForgetRequest(workspace_id="w1", data_subject_id="subj-1")).removed == 1
+
+
+def test_erasure_completes_while_other_threads_keep_reading_p24(vault: memvault.Vault, db_path: Path) -> None:
+    fill(vault)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                recall(vault, "ordinary gardens")
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            failures.append(exc)
+
+    readers = [threading.Thread(target=reader) for _ in range(4)]
+    for t in readers:
+        t.start()
+    try:
+        for n in range(3):
+            retain(vault, f"{MARKER} note {n}\n", tier="peers", key=f"p{n}", data_subject_id="subj-1")
+            assert vault.forget(memvault.ForgetRequest(workspace_id="w1", data_subject_id="subj-1")).removed == 1
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
+    assert failures == []
+    assert MARKER.encode() not in raw_bytes(db_path)
