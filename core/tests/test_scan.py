@@ -595,3 +595,17 @@ def test_the_operator_docs_list_every_rule() -> None:
     text = page.read_text(encoding="utf-8")
     ids = [rule.pattern for rule in RULES] + [pattern for pattern, _, _ in INVISIBLE_RULES]
     assert [i for i in ids if f"| `{i}` |" not in text] == []
+
+
+class _BadLabelProvider(MemoryProvider):
+    """Returns a hit whose source is not a document label."""
+
+    @hookimpl
+    def memvault_recall(self, request: RecallRequest) -> memvault.RecallResult:
+        return memvault.RecallResult(hits=[memvault.RecallSnippet(source="/etc/x", line=1, snippet="x", score=0.5)])
+
+
+def test_p19_a_hit_without_a_document_label_is_reported_as_a_provider_bug() -> None:
+    vault = memvault.Vault(_BadLabelProvider(), name="bad", plugins=[BuiltinScanner()])
+    with pytest.raises(PluginError, match="not a document label"):
+        vault.recall(RecallRequest(workspace_id=WS, agent_id="a1", query="x"))

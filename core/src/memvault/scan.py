@@ -717,7 +717,13 @@ class BuiltinScanner:
     def _blocked_sources(self, request: RecallRequest, sources: set[str]) -> set[str]:
         blocked: set[str] = set()
         for label in sorted(sources):
-            tier, key = parse_label(label, "source")
+            try:
+                tier, key = parse_label(label, "source")
+            except InvalidRequest as exc:
+                raise PluginError(
+                    f"provider {self._provider!r} returned a recall hit whose source {label[:80]!r} is not a "
+                    "document label (contract P4); this is a bug in the provider"
+                ) from exc
             crew = tier is Tier.CREW
             body = self._stored_body(
                 ReadRequest(
