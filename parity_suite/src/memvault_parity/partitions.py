@@ -129,6 +129,12 @@ class PartitionTests(SuiteBase):
         assert {h.source for h in self.find(vault, ws, "narwhal")} == {"AGENT.md"}
         assert {h.source for h in self.find(vault, ws, "narwhal", crew="crew-1")} == {"AGENT.md", "CREW.md"}
 
+    def test_recall_with_only_a_crew_id_searches_only_the_crew(self, vault: memvault.Vault, ws: str) -> None:
+        """P16: without agent_id, no agent tier is searched, whoever wrote it."""
+        self.put(vault, ws, "heron agent line\n", agent="agent-1")
+        self.put(vault, ws, "heron crew line\n", tier="CREW", crew="crew-1", agent="agent-1")
+        assert [h.source for h in self.find(vault, ws, "heron", agent="", crew="crew-1")] == ["CREW.md"]
+
     def test_recall_with_a_tier_searches_only_that_tier(self, vault: memvault.Vault, ws: str) -> None:
         """P16: a named tier limits the search to it."""
         self.put(vault, ws, "ocelot in agent\n", tier="AGENT")

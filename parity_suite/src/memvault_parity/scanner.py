@@ -213,6 +213,23 @@ class ScannerTests(SuiteBase):
         result = scanned.read(memvault.ReadRequest(workspace_id=ws, agent_id="agent-1", tier="pins"))
         assert (result.content, result.quarantine) == ("Prefers metric units.\n", None)
 
+    @requires("durable")
+    def test_p29_a_store_written_with_the_scanner_off_is_blocked_when_reopened_with_it(
+        self, settings: Mapping[str, Any], open_vault: Callable[[], memvault.Vault], ws: str
+    ) -> None:
+        """P29/P21: text stored while the scanner was off is blocked once a vault scans again."""
+        with memvault.open(self._provider_name(), scanner="off", **settings) as unscanned:
+            try:
+                self.put(unscanned, ws, "Notes on units.\n" + INJECTION, tier="pins")
+            except memvault.ContentRejected:
+                pytest.skip("the provider scans on its own side (scanner='off' only disables the local one)")
+        reopened = open_vault()
+        result = reopened.read(memvault.ReadRequest(workspace_id=ws, agent_id="agent-1", tier="pins"))
+        assert result.quarantine is not None
+        assert "previous instructions" not in result.content
+        recalled = reopened.recall(memvault.RecallRequest(workspace_id=ws, agent_id="agent-1", query="units"))
+        assert (recalled.hits, recalled.quarantined) == ([], ["pins.md"])
+
     # -- P31 ---------------------------------------------------------------------------
 
     def test_p31_scanner_off_lets_the_provider_store_anything(self, settings: Mapping[str, Any], ws: str) -> None:
