@@ -24,6 +24,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final
 
+from memvault.errors import UpstreamError
 from memvault.models import Tier, label_for
 from memvault_sqlite.search import index_line
 
@@ -134,8 +135,11 @@ def reindex_document(conn: sqlite3.Connection, document_id: int, pid: int, old_b
     new_lines = new_body.splitlines()
     stale = [n for n in range(1, len(old_lines) + 1) if n > len(new_lines) or old_lines[n - 1] != new_lines[n - 1]]
     fresh = [n for n in range(1, len(new_lines) + 1) if n > len(old_lines) or old_lines[n - 1] != new_lines[n - 1]]
+    lines_delta = terms_delta = 0
     if stale:
-        delete_lines(conn, document_id, stale)
+        removed, removed_terms = delete_lines(conn, document_id, stale)
+        lines_delta -= removed
+        terms_delta -= removed_terms
     if fresh:
         indexed = [il for n in fresh if (il := index_line(n, new_lines[n - 1])) is not None]
         if indexed:
@@ -143,37 +147,48 @@ def reindex_document(conn: sqlite3.Connection, document_id: int, pid: int, old_b
                 "UPDATE partitions SET next_line = next_line + ? WHERE id = ? RETURNING next_line - ?",
                 (len(indexed), pid, len(indexed)),
             ).fetchone()
+            if int(row[0]) + len(indexed) >= 1 << LINE_BITS:
+                raise UpstreamError(
+                    f"partition {pid} has used all {1 << LINE_BITS} line numbers of its rowid range: export its "
+                    "documents and retain them into a new database"
+                )
             first = (pid << LINE_BITS) | int(row[0])
             rows = [(first + i, document_id, il.number, il.text, il.terms, il.length) for i, il in enumerate(indexed)]
             conn.executemany(
                 "INSERT INTO lines (id, document_id, line_no, text, terms, length) VALUES (?, ?, ?, ?, ?, ?)", rows
             )
             conn.executemany(f"INSERT INTO {fts_table(pid)} (rowid, terms) VALUES (?, ?)", [(r[0], r[4]) for r in rows])
-    conn.execute(
-        "UPDATE documents SET line_count = (SELECT count(*) FROM lines WHERE document_id = ?1),"
-        " term_count = (SELECT coalesce(sum(length), 0) FROM lines WHERE document_id = ?1) WHERE id = ?1",
-        (document_id,),
-    )
+            lines_delta += len(indexed)
+            terms_delta += sum(il.length for il in indexed)
+    if lines_delta or terms_delta:
+        conn.execute(
+            "UPDATE documents SET line_count = line_count + ?, term_count = term_count + ? WHERE id = ?",
+            (lines_delta, terms_delta, document_id),
+        )
 
 
-def delete_lines(conn: sqlite3.Connection, document_id: int, numbers: list[int] | None = None) -> None:
-    """Remove lines (all when ``numbers`` is None) from ``lines`` and from the contentless FTS index."""
+def delete_lines(conn: sqlite3.Connection, document_id: int, numbers: list[int] | None = None) -> tuple[int, int]:
+    """Remove lines (all when ``numbers`` is None) from ``lines`` and from the contentless FTS index.
+
+    :return: how many lines were removed and their total length in terms.
+    """
     if numbers is None:
-        rows = conn.execute("SELECT id, terms FROM lines WHERE document_id = ?", (document_id,)).fetchall()
+        rows = conn.execute("SELECT id, terms, length FROM lines WHERE document_id = ?", (document_id,)).fetchall()
     else:
         rows = []
         for n in numbers:
             rows.extend(
                 conn.execute(
-                    "SELECT id, terms FROM lines WHERE document_id = ? AND line_no = ?", (document_id, n)
+                    "SELECT id, terms, length FROM lines WHERE document_id = ? AND line_no = ?", (document_id, n)
                 ).fetchall()
             )
     if not rows:
-        return
+        return 0, 0
     # A contentless FTS5 table forgets a row only when told its exact terms.
     table = fts_table(rows[0][0] >> LINE_BITS)
-    conn.executemany(f"INSERT INTO {table} ({table}, rowid, terms) VALUES ('delete', ?, ?)", rows)
+    conn.executemany(f"INSERT INTO {table} ({table}, rowid, terms) VALUES ('delete', ?, ?)", [r[:2] for r in rows])
     conn.executemany("DELETE FROM lines WHERE id = ?", [(r[0],) for r in rows])
+    return len(rows), sum(int(r[2]) for r in rows)
 
 
 def _create_v2(conn: sqlite3.Connection) -> None:
