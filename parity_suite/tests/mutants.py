@@ -349,6 +349,15 @@ class UnhealthyMessageWhenOk(MemoryProvider):
         return HealthStatus(ok=True, message="all good")
 
 
+class SlowHealth(MemoryProvider):
+    """P26: the probe takes 300 ms, over a local provider's 200 ms."""
+
+    @hookimpl
+    def memvault_health(self) -> HealthStatus:
+        time.sleep(0.3)
+        return HealthStatus(ok=True)
+
+
 class CrashesUnderThreads(MemoryProvider):
     """P28: recall iterates the live dict without the lock; concurrent writes make it raise."""
 
@@ -424,5 +433,6 @@ MUTANTS: dict[str, Mutant] = {
         frozenset({Capability.CASCADE_FORGET, Capability.DURABLE, Capability.MULTI_PROCESS}),
     ),
     "ok-health-with-message": Mutant(UnhealthyMessageWhenOk, "health"),
+    "slow-health": Mutant(SlowHealth, "answers_within"),
     "crashes-under-threads": Mutant(CrashesUnderThreads, "many_threads"),
 }

