@@ -21,6 +21,24 @@ def _app(provider: Any = None, **limits: Any) -> Any:
     return create_app(vault, ServerSettings(**limits), TokenStore([]))
 
 
+def _chunked_recall_scope() -> dict[str, Any]:
+    """An ASGI scope for POST /v1/recall whose body has no declared length."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/recall",
+        "raw_path": b"/v1/recall",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 8765),
+    }
+
+
 async def _post(app: Any, path: str, body: Any) -> httpx.Response:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
@@ -56,21 +74,7 @@ def test_streamed_body_is_refused_before_it_is_all_read() -> None:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/recall",
-        "raw_path": b"/v1/recall",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 8765),
-    }
-    asyncio.run(app(scope, receive, send))
+    asyncio.run(app(_chunked_recall_scope(), receive, send))
     assert sent[0]["status"] == 413
     assert pulled <= 64 // 16 + 1
 
@@ -102,3 +106,19 @@ def test_provider_slower_than_the_request_timeout_is_504_upstream_timeout() -> N
     response = asyncio.run(_post(_app(SlowProvider(delay=1.0), request_timeout=0.2), "/v1/recall", RECALL))
     assert response.status_code == 504
     assert response.json()["error"]["type"] == "UpstreamTimeout"
+
+
+def test_body_trickling_past_the_request_timeout_is_408() -> None:
+    """A slow client cannot hold a concurrency slot forever by sending its body slowly."""
+    app = _app(request_timeout=0.3)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0.2)
+        return {"type": "http.request", "body": b" ", "more_body": True}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(asyncio.wait_for(app(_chunked_recall_scope(), receive, send), timeout=5))
+    assert sent[0]["status"] == 408

@@ -16,7 +16,7 @@ Routes (all under ``/v1``; bodies and results are the :mod:`memvault.wire` shape
 =========================  ======  =====================================================
 
 Order of checks on a verb: concurrency bound (503), bearer token (401), body
-size while streaming (413), JSON shape (400), the token's workspace binding
+size while streaming (413) and its arrival time (408), JSON shape (400), the token's workspace binding
 (403, before the store is touched, so the answer never depends on whether the
 workspace exists), the core's validation (400), then the provider under the
 per-request timeout (504).
@@ -135,11 +135,20 @@ class _Service:
             raise too_large
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > cap:
-                raise too_large
-            chunks.append(chunk)
+        timeout = self.settings.request_timeout
+        try:
+            # A body trickling in must not hold a concurrency slot forever.
+            with anyio.fail_after(timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > cap:
+                        raise too_large
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise _HttpError(
+                408,
+                InvalidRequest(f"the request body did not arrive within {timeout:g} s: send it at once", field="body"),
+            ) from None
         try:
             data = json.loads(b"".join(chunks))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -245,7 +254,7 @@ def _guard(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Reque
         except MemvaultError as exc:
             status = status_for(exc)
             if status == 500:
-                log.error("provider error on %s: %s", request.url.path, exc)
+                log.error("provider error on %s: %s", request.url.path, exc, exc_info=exc)
                 # The provider's own message may name files or hosts: keep it in the log.
                 return _error_response(500, UpstreamError("the service's provider failed; see the service log"))
             return _error_response(status, exc)

@@ -199,6 +199,7 @@ _ERROR_TEXT: Final = {
     "400": "InvalidRequest: bad JSON or a request breaking the contract",
     "401": "Unauthorized: no bearer token, or an unknown one",
     "403": "Unauthorized: the token is not bound to that workspace (existence is never revealed)",
+    "408": "InvalidRequest: the request body did not arrive within the request timeout",
     "409": "CapExceeded: the document would exceed its tier's cap",
     "413": "InvalidRequest: the body is over the service's limit",
     "422": "ContentRejected by the scanner, or NotSupported by the provider",
@@ -238,7 +239,7 @@ def _post(op_id: str, summary: str, request: str, result: str, errors: list[str]
     }
 
 
-_COMMON: Final = ["400", "401", "403", "413", "500", "502", "503", "504"]
+_COMMON: Final = ["400", "401", "403", "408", "413", "500", "502", "503", "504"]
 
 
 def _build() -> dict[str, Any]:
