@@ -156,16 +156,17 @@ def rank(
 
     scored: list[tuple[float, str, int, str]] = []
     own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
-    for cand, _counts in rows:
+    for cand, counts in rows:
         key = (cand.document, cand.number)
         neighbour = max(
             relative.get((cand.document, cand.number - 1), 0.0),
             relative.get((cand.document, cand.number + 1), 0.0),
         )
         blended = own_weight * relative[key] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[cand.document]
-        blended = min(max(blended, 1e-6), 1.0)
+        # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
+        blended = min(max(blended, 1e-5), 1.0)
         # Only a line holding every query term can hold the phrase: tokenise just those.
-        if len(_counts) == len(wanted) and _contains_phrase(text.tokenize(cand.text), query.phrase):
+        if len(counts) == len(wanted) and _contains_phrase(text.tokenize(cand.text), query.phrase):
             score = _PHRASE_FLOOR + (1.0 - _PHRASE_FLOOR) * blended
         else:
             score = _TERM_CEILING * blended
