@@ -103,3 +103,9 @@ def test_wire_request_validation_errors_keep_their_field() -> None:
 def test_wire_rejects_unknown_keys() -> None:
     with pytest.raises(InvalidRequest, match="unknown key\\(s\\) colour"):
         structure({"removed": 1, "colour": "red"}, memvault.ForgetResult)
+
+
+@pytest.mark.parametrize("data", [[], "text", 3, None])
+def test_wire_non_object_payload_is_invalid_request(data: object) -> None:
+    with pytest.raises(InvalidRequest):
+        structure(data, memvault.RecallRequest)

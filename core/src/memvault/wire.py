@@ -109,7 +109,7 @@ def structure(data: Any, cls: type[_T], *, what: str = "$") -> _T:
             raise inner from None
         message, field_path = _describe(exc, what)
         raise InvalidRequest(message, field=field_path) from None
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise InvalidRequest(f"{what}: {exc}") from None
 
 
