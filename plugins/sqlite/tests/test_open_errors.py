@@ -42,3 +42,9 @@ def test_unwritable_directory_is_upstream_error(tmp_path: Path) -> None:
 def test_bad_synchronous_setting_is_invalid_request(tmp_path: Path) -> None:
     with pytest.raises(memvault.InvalidRequest, match="synchronous"):
         memvault.open("sqlite", path=str(tmp_path / "m.db"), synchronous="sometimes", scanner="off")
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs a read-only sysfs")
+def test_path_on_read_only_filesystem_is_upstream_error() -> None:
+    with pytest.raises(memvault.UpstreamError, match="cannot open the sqlite database"):
+        memvault.open("sqlite", path="/sys/memvault-test.db", scanner="off")

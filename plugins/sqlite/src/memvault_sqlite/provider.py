@@ -105,7 +105,10 @@ class SqliteProvider:
                 self._uri, uri=True, timeout=self.timeout, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
-            raise UpstreamError(f"cannot open the sqlite database {self.path}: {exc}") from exc
+            raise UpstreamError(
+                f"cannot open the sqlite database {self.path}: {exc}; check that its directory is writable "
+                "(SQLite creates the file and its -wal and -shm files there) and the file is not locked exclusively"
+            ) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {busy_ms if busy_ms is not None else int(self.timeout * 1000)}")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
