@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import random
+import json
 import re
-import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import memvault
@@ -98,35 +95,52 @@ def test_recall_in_another_instance_never_sees_a_torn_document(vault: memvault.V
         thread.join()
 
 
-def _crash_writer(root: str, agent: str, ack_fd: int) -> None:
-    """The child of one crash trial: append and replace in a loop, acknowledging each return."""
+# The crash harness runs in its own single-threaded process: it imports memvault once, then forks
+# each writer (cheap), so no thread of the test process can be mid-lock when a child is forked.
+_CRASH_HARNESS = r"""
+import json, os, random, signal, sys, time
+import memvault
+from memvault import RetainRequest
+
+root, trials, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(seed)
+memvault.open("local-disk", root=root, scanner="off").close()  # load the plugin registry once, before forking
+
+
+def writer(agent, ack_fd):
     v = memvault.open("local-disk", root=root, scanner="off")
     # Warm up (a forked child first pays copy-on-write faults), so kills land among the timed writes.
     v.retain(RetainRequest(workspace_id="w1", agent_id=agent, tier="PERSONA", content="warm\n", mode="replace"))
     os.write(ack_fd, b"ready\n")
     n = 0
     while True:
-        v.retain(
-            RetainRequest(
-                workspace_id="w1",
-                agent_id=agent,
-                tier="daily",
-                key="2026-01-01",
-                content=f"entry-{n:05d}|{'y' * 30}\n",
-                mode="append",
-            )
-        )
-        v.retain(
-            RetainRequest(
-                workspace_id="w1",
-                agent_id=agent,
-                tier="AGENT",
-                content=f"generation {n}\n" + "z" * (100 + n % 50) + "\n",
-                mode="replace",
-            )
-        )
+        v.retain(RetainRequest(workspace_id="w1", agent_id=agent, tier="daily", key="2026-01-01",
+                               content=f"entry-{n:05d}|{'y' * 30}\n", mode="append"))
+        v.retain(RetainRequest(workspace_id="w1", agent_id=agent, tier="AGENT",
+                               content=f"generation {n}\n" + "z" * (100 + n % 50) + "\n", mode="replace"))
         os.write(ack_fd, f"{n}\n".encode())
         n += 1
+
+
+for trial in range(trials):
+    agent = f"a{trial}"
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            writer(agent, write_end)
+        finally:
+            os._exit(1)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        ready = pipe.readline() == b"ready\n"
+        time.sleep(rng.uniform(0, 0.06))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        acked = [int(x) for x in pipe.read().split()]
+    print(json.dumps({"agent": agent, "ready": ready, "acked": acked}), flush=True)
+"""
 
 
 _ENTRY = re.compile(r"entry-(\d{5})\|y{30}")
@@ -136,59 +150,39 @@ _AGENT = re.compile(r"generation (\d+)\nz+\n")
 def test_sigkill_at_random_moments_never_loses_an_ack_or_tears_a_document(root: Path) -> None:
     """P11: 200 writers killed with SIGKILL mid-flight; acknowledged writes survive, documents are whole.
 
-    Each trial forks a writer (memvault already imported, so forking is cheap) that appends to a daily
-    document and replaces AGENT.md in a loop, printing the number of each acknowledged pair; once it is
-    ready the parent kills it after a random 0-60 ms and checks the files through a fresh provider instance.
+    Each trial forks a writer that appends to a daily document and replaces AGENT.md in a loop,
+    reporting the number of each acknowledged pair; once it is warm the harness kills it after a
+    random 0-60 ms. Then every writer's files are checked through a fresh provider instance.
     """
-    memvault.open("local-disk", root=str(root), scanner="off").close()  # warm the registry before forking
-    rng = random.Random(4)
-    deadline = time.monotonic() + 50
-    trials = 0
-    killed_mid_run = 0
-    while trials < 200:
-        assert time.monotonic() < deadline, f"only {trials} trials ran in time"
-        agent = f"a{trials}"
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child never returns
-            os.close(read_end)
-            try:
-                _crash_writer(str(root), agent, write_end)
-            finally:
-                os._exit(1)
-        os.close(write_end)
-        with os.fdopen(read_end, "rb") as pipe:
-            assert pipe.readline() == b"ready\n"  # kill while writing, not while importing
-            time.sleep(rng.uniform(0, 0.06))
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            acked = [int(x) for x in pipe.read().split()]
-        killed_mid_run += bool(acked)
-        with memvault.open("local-disk", root=str(root), scanner="off") as v:
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASH_HARNESS, str(root), "200", "4"], capture_output=True, text=True, timeout=90
+    )
+    assert proc.returncode == 0, proc.stderr
+    trials = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(trials) == 200
+    assert all(t["ready"] for t in trials)
+    killed_mid_run = sum(1 for t in trials if t["acked"])
+    assert killed_mid_run >= 50, f"only {killed_mid_run} of 200 writers were killed after a write was acknowledged"
+    with memvault.open("local-disk", root=str(root), scanner="off") as v:
+        for trial in trials:
+            agent, acked = trial["agent"], trial["acked"]
             daily = _read_daily(v, agent=agent)
-            entries = [int(m.group(1)) for m in map(_ENTRY.fullmatch, daily.splitlines()) if m] if daily else []
-            assert len(entries) == len(daily.splitlines()), f"torn daily line in trial {trials}: {daily[-80:]!r}"
+            entries = [int(m.group(1)) for m in map(_ENTRY.fullmatch, daily.splitlines()) if m]
+            assert len(entries) == len(daily.splitlines()), f"torn daily line for {agent}: {daily[-80:]!r}"
             assert entries == list(range(len(entries)))
             if acked:
-                assert len(entries) >= acked[-1] + 1
+                assert len(entries) >= acked[-1] + 1, f"{agent} lost acknowledged appends"
             agent_body = v.read(ReadRequest(workspace_id="w1", agent_id=agent, tier="AGENT")).content
             if agent_body:
                 m = _AGENT.fullmatch(agent_body)
-                assert m, f"torn AGENT.md in trial {trials}: {agent_body!r}"
-                generation = int(m.group(1))
+                assert m, f"torn AGENT.md for {agent}: {agent_body!r}"
                 if acked:
-                    assert generation in (acked[-1], acked[-1] + 1)
+                    assert int(m.group(1)) in (acked[-1], acked[-1] + 1), f"{agent} lost an acknowledged replace"
             else:
-                assert not acked
+                assert not acked, f"{agent} lost its acknowledged AGENT.md"
             if entries:
                 hits = v.recall(RecallRequest(workspace_id="w1", agent_id=agent, query="entry", tier="daily")).hits
                 assert {h.source for h in hits} == {"daily/2026-01-01.md"}
-        folder = root / "w1/agents" / agent
-        visible = (
-            {str(p.relative_to(folder)) for p in folder.rglob("*") if not p.name.startswith(".")}
-            if (folder.exists())
-            else set()
-        )
-        assert visible <= {"AGENT.md", "PERSONA.md", "daily", "daily/2026-01-01.md"}
-        trials += 1
-    assert killed_mid_run >= 50, f"only {killed_mid_run} of 200 writers were killed after a write was acknowledged"
+            folder = root / "w1/agents" / agent
+            visible = {str(p.relative_to(folder)) for p in folder.rglob("*") if not p.name.startswith(".")}
+            assert visible <= {"AGENT.md", "PERSONA.md", "daily", "daily/2026-01-01.md"}
