@@ -185,3 +185,22 @@ def test_unknown_scanner_name_is_an_error() -> None:
 def test_scanner_off_opens_without_scanner() -> None:
     with memvault.open("memory", scanner="off") as vault:
         assert len(vault.plugin_manager.get_plugins()) == 2  # the provider and the default lifecycle
+
+
+def test_builtin_scanner_is_the_default_for_local_providers() -> None:
+    from memvault.scan import BuiltinScanner
+
+    with memvault.open("memory") as vault:
+        assert any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
+
+
+def test_remote_providers_default_to_no_client_scanner(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memvault import plugins
+    from memvault.scan import BuiltinScanner
+
+    registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_r", "far", ("remote",))])
+    monkeypatch.setattr(plugins, "_registry", registry)
+    with memvault.open("far") as vault:
+        assert not any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
+    with memvault.open("far", scanner="builtin") as vault:
+        assert any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())

@@ -3,7 +3,8 @@
 .. code-block:: toml
 
     provider = "sqlite"          # MEMVAULT_PROVIDER overrides
-    scanner = "builtin"          # or "off", or a scanner plugin's name
+    scanner = "builtin"          # or "off", or a scanner plugin's name; default: builtin
+                                 # (off for remote providers: the service scans)
     health_timeout = 0.2         # seconds; default 0.2 local, 1.0 remote
 
     [providers.sqlite]
@@ -45,7 +46,7 @@ class Config:
     """The parsed configuration."""
 
     provider: str = DEFAULT_PROVIDER
-    scanner: str = "builtin"
+    scanner: str | None = None
     health_timeout: float | None = None
     providers: dict[str, dict[str, Any]] = field(factory=dict)
     server: dict[str, Any] = field(factory=dict)

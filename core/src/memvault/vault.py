@@ -275,7 +275,7 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     /,
     *,
     health_timeout: float | None = None,
-    scanner: str = "builtin",
+    scanner: str | None = None,
     plugins: Iterable[object] = (),
     **settings: Any,
 ) -> Vault:
@@ -283,8 +283,11 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
 
     :param name: a provider name from ``memvault providers``.
     :param health_timeout: the health deadline in seconds.
-    :param scanner: ``"builtin"`` (the default prompt-injection scanner), ``"off"``,
-        or the name of a scanner another plugin registers.
+    :param scanner: ``"builtin"`` (the prompt-injection scanner), ``"off"``, or the
+        name of a scanner another plugin registers. The default (``None``) is
+        ``"builtin"``, except ``"off"`` for a ``remote`` provider: the service it
+        talks to scans every write and read itself, and a client-side scanner
+        would fetch each hit's document over the network to scan it again.
     :param plugins: extra cross-cutting plugins for this vault.
     :param settings: the provider's own settings (``path=...`` for sqlite).
     :raises ProviderNotFound: listing the installed providers.
@@ -300,6 +303,8 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         raise
     except Exception as exc:
         raise _wrap(exc, name, "open") from exc
+    if scanner is None:
+        scanner = "off" if Capability.REMOTE in info.capabilities else "builtin"
     extra = list(_scanner_plugins(scanner)) + list(plugins)
     try:
         return Vault(
