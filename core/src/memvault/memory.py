@@ -110,6 +110,10 @@ class MemoryProvider:
                 for label in [lb for lb, d in docs.items() if d.data_subject_id == request.data_subject_id]:
                     del docs[label]
                     removed += 1
+            # Quarantine copies are derived data too: erasure removes them (P24).
+            copies = self._quarantine.get(request.workspace_id, {})
+            for digest in [d for d, r in copies.items() if r.data_subject_id == request.data_subject_id]:
+                del copies[digest]
             return ForgetResult(removed=removed)
 
     @hookimpl

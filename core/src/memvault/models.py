@@ -532,6 +532,8 @@ class QuarantineRecord:
     sha256: str
     content: str
     created_at: _dt.datetime = field(factory=lambda: _dt.datetime.now(_dt.timezone.utc))
+    #: The data subject the rejected write named, so erasure by subject removes the copy too (P24).
+    data_subject_id: str = ""
 
 
 @frozen(kw_only=True)

@@ -656,6 +656,7 @@ class BuiltinScanner:
             pattern=finding.pattern,
             sha256=digest,
             content=body,
+            data_subject_id=request.data_subject_id,
         )
         details = finding.describe()
         try:

@@ -151,6 +151,19 @@ class ScannerTests(SuiteBase):
         assert quarantine_records(scanned, other) == []
         assert quarantine_record(scanned, other, info.value.sha256) is None
 
+    @requires("quarantine", "cascade_forget")
+    def test_p24_forget_by_subject_removes_the_subjects_quarantine_copies(
+        self, scanned: memvault.Vault, ws: str
+    ) -> None:
+        """P24/P30: erasure covers derived data, and a quarantine copy of a rejected write is derived data."""
+        with pytest.raises(memvault.ContentRejected) as erased:
+            self.put(scanned, ws, INJECTION, subject="subject-1")
+        with pytest.raises(memvault.ContentRejected) as kept:
+            self.put(scanned, ws, INJECTION + " Keep this one.", agent="agent-2", subject="subject-2")
+        scanned.forget(memvault.ForgetRequest(workspace_id=ws, data_subject_id="subject-1"))
+        assert quarantine_record(scanned, ws, erased.value.sha256) is None
+        assert [r.sha256 for r in quarantine_records(scanned, ws)] == [kept.value.sha256]
+
     @requires("quarantine")
     def test_p30_a_crew_copy_names_the_crew(self, scanned: memvault.Vault, ws: str) -> None:
         """P30: the record says whose document the write targeted."""

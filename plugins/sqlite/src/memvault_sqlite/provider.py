@@ -345,8 +345,9 @@ class SqliteProvider:
 
     @hookimpl
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
-        def erase() -> int:
+        def erase() -> tuple[int, int]:
             conn = self._conn()
+            quarantined = 0
             with self._write(conn):
                 if request.id:
                     ref = request.ref
@@ -365,15 +366,21 @@ class SqliteProvider:
                 for doc_id, _pid in rows:
                     schema.delete_lines(conn, doc_id)
                     conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+                if request.data_subject_id:
+                    # Quarantine copies of the subject's rejected writes are derived data too (P24).
+                    quarantined = conn.execute(
+                        "DELETE FROM quarantine WHERE workspace_id = ? AND data_subject_id = ?",
+                        (request.workspace_id, request.data_subject_id),
+                    ).rowcount
                 # Rewrite each FTS shard that held the text as one segment: the erased
                 # terms leave the index instead of lingering under delete markers, and
                 # secure_delete zeroes the pages the old segments freed.
                 for table in sorted({schema.fts_table(pid) for _doc, pid in rows}):
                     conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-            return len(rows)
+            return len(rows), quarantined
 
-        removed = self._retry(erase, "forget")
-        if removed:
+        removed, quarantined = self._retry(erase, "forget")
+        if removed or quarantined:
             self._checkpoint()
         return ForgetResult(removed=removed)
 
@@ -413,7 +420,7 @@ class SqliteProvider:
             with self._write(conn):
                 conn.execute(
                     "INSERT INTO quarantine (workspace_id, agent_id, crew_id, label, category, pattern, sha256,"
-                    " content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " content, created_at, data_subject_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         record.workspace_id,
                         record.agent_id,
@@ -424,6 +431,7 @@ class SqliteProvider:
                         record.sha256,
                         record.content,
                         record.created_at.isoformat(),
+                        record.data_subject_id,
                     ),
                 )
             return True
@@ -461,7 +469,9 @@ class SqliteProvider:
         return f"<SqliteProvider path={self.path!r}>"
 
 
-_QCOLS: Final = "workspace_id, agent_id, crew_id, label, category, pattern, sha256, content, created_at"
+_QCOLS: Final = (
+    "workspace_id, agent_id, crew_id, label, category, pattern, sha256, content, created_at, data_subject_id"
+)
 
 
 def _record(row: tuple[str, ...]) -> _QuarantineRecord:
@@ -477,6 +487,7 @@ def _record(row: tuple[str, ...]) -> _QuarantineRecord:
         sha256=row[6],
         content=row[7],
         created_at=_dt.datetime.fromisoformat(row[8]),
+        data_subject_id=row[9],
     )
 
 

@@ -30,7 +30,7 @@ from memvault_sqlite.search import index_line
 
 __all__ = ["FTS_SHARDS", "LINE_BITS", "SCHEMA_VERSION", "fts_table", "migrate", "reindex_document"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 #: A line's rowid is ``partition_id << LINE_BITS | sequence``: the lines of one
 #: partition form one contiguous rowid range, which FTS5 seeks to directly.
 LINE_BITS: Final = 32
@@ -230,8 +230,16 @@ def _from_v1(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE documents_v1")
 
 
+def _from_v2(conn: sqlite3.Connection) -> None:
+    """v2 -> v3: quarantine copies carry the data subject of the rejected write."""
+    conn.execute("ALTER TABLE quarantine ADD COLUMN data_subject_id TEXT NOT NULL DEFAULT ''")
+    conn.execute(
+        "CREATE INDEX quarantine_by_subject ON quarantine (workspace_id, data_subject_id) WHERE data_subject_id != ''"
+    )
+
+
 #: ``MIGRATIONS[v]`` brings a version ``v`` database to version ``v + 1``.
-MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {1: _from_v1}
+MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {1: _from_v1, 2: _from_v2}
 
 
 def migrate(conn: sqlite3.Connection) -> int:
@@ -243,11 +251,12 @@ def migrate(conn: sqlite3.Connection) -> int:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > SCHEMA_VERSION:
         raise ValueError(version)
+    start = version
     if version == 0:
         _create_v2(conn)
-    else:
-        for v in range(version, SCHEMA_VERSION):
-            MIGRATIONS[v](conn)
+        start = 2
+    for v in range(start, SCHEMA_VERSION):
+        MIGRATIONS[v](conn)
     if version != SCHEMA_VERSION:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return version
