@@ -144,6 +144,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="memvault-local-disk-bench-"))
     try:
         folder = build(tmp / "memory")
+        # A year of notes is old: let the files age past the provider's "racy" window (files changed
+        # under 2 s ago are re-read on every recall), as all but today's file would be in real use.
+        time.sleep(2.5)
         can_drop = drop_caches()
         cold_mode = "page cache dropped + new provider instance" if can_drop else "new provider instance only"
         print(f"cold mode: {cold_mode}")

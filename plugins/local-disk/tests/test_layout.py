@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+
+import pytest
 
 import memvault
 from memvault import ForgetRequest, ReadRequest, RecallRequest, RetainRequest
@@ -170,3 +173,48 @@ def test_an_injection_typed_into_a_file_by_hand_is_blocked_on_read_and_recall(
     result = vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="tea"))
     assert result.hits == []
     assert result.quarantined == ["AGENT.md"]
+
+
+def test_a_file_changed_within_its_timestamp_tick_is_never_served_stale(
+    vault: memvault.Vault, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Racy files (changed under 2 s ago) are re-read on every recall, so an edit that leaves size, mtime,
+    inode and ctime all equal (coarse timestamps, a reused inode number) cannot hide behind the cache.
+
+    The worst case is simulated by making the cache key blind to everything but size and mtime.
+    """
+    from memvault_local_disk import provider
+
+    monkeypatch.setattr(provider, "_stat_key", lambda st: (st.st_size, st.st_mtime_ns, 0, 0, st.st_mtime_ns))
+    _retain(vault, "AGENT", "alpha beta\n")
+    path = root / "w1/agents/ada/AGENT.md"
+    st = path.stat()
+    assert vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="alpha")).hits
+    path.write_text("gamma beta\n")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="alpha")).hits == []
+    assert vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="gamma")).hits
+
+
+def test_files_older_than_the_racy_window_are_served_from_the_cache(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recall reads an unchanged, settled file once (the scanner, which reads hit documents itself, is off)."""
+    from memvault_local_disk import fs
+
+    vault = memvault.open("local-disk", root=str(root), scanner="off")
+    _retain(vault, "AGENT", "alpha beta\n")
+    path = root / "w1/agents/ada/AGENT.md"
+    old = path.stat().st_mtime_ns - 10_000_000_000
+    os.utime(path, ns=(old, old))
+    os.utime(path.parent, ns=(old, old))
+    # ctime cannot be set back, so pretend the read happens 10 s in the future instead.
+    real_time_ns = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + 10_000_000_000)
+    assert vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="alpha")).hits
+    reads: list[str] = []
+    real_read = fs.read_file
+    monkeypatch.setattr(fs, "read_file", lambda handle, name: reads.append(name) or real_read(handle, name))
+    assert vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="alpha")).hits
+    assert reads == []
+    vault.close()

@@ -24,6 +24,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,10 +102,18 @@ def _stat_key(st: os.stat_result) -> _StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_ctime_ns)
 
 
+#: A file whose change time is this close to "now" when it is read may change again within the same
+#: timestamp tick (coarse kernel clocks; 1 s on some filesystems) and, with a reused inode number and
+#: equal size, look unchanged. Such a "racy" read (git's term) is never trusted: the next recall
+#: reads the file again, until it has aged past this window.
+RACY_NS: Final = 2_000_000_000
+
+
 class _IndexCache:
     """Indexed documents keyed by path, valid while (size, mtime_ns, inode, dev, ctime_ns) match.
 
-    Bounded by the total size of the cached bodies (least recently used out).
+    Bounded by the total size of the cached bodies (least recently used out). An entry read while
+    the file was still "racy" (see :data:`RACY_NS`) is not served again.
     """
 
     def __init__(self, budget: int) -> None:
@@ -121,9 +130,9 @@ class _IndexCache:
             self._entries.move_to_end(path)
             return entry[1]
 
-    def put(self, path: tuple[str, ...], key: _StatKey, doc: LazyDocument) -> None:
+    def put(self, path: tuple[str, ...], key: _StatKey, doc: LazyDocument, *, read_at_ns: int) -> None:
         size = key[0]
-        if size > self._budget:
+        if size > self._budget or read_at_ns - max(key[1], key[4]) < RACY_NS:
             return
         with self._lock:
             old = self._entries.pop(path, None)
@@ -463,6 +472,7 @@ class LocalDiskProvider:
     def _load(
         self, handle: fs.DirHandle, parts: tuple[str, ...], name: str, partition: Partition, label: str
     ) -> LazyDocument | None:
+        read_at_ns = time.time_ns()
         try:
             found = fs.read_file(handle, name)
         except UpstreamError as exc:
@@ -477,7 +487,7 @@ class LocalDiskProvider:
             log.warning("recall skipped %s", exc)
             return None
         doc = LazyDocument(label, body)
-        self._cache.put((*parts, name), _stat_key(opened), doc)
+        self._cache.put((*parts, name), _stat_key(opened), doc, read_at_ns=read_at_ns)
         return doc
 
     def _remove_document(self, handle: fs.DirHandle, name: str, *, expected_subject: str | None) -> bool:
