@@ -330,6 +330,7 @@ class LocalDiskProvider:
             "category": record.category,
             "pattern": record.pattern,
             "sha256": sha,
+            "data_subject_id": record.data_subject_id,
         }
         header = "".join(f"{k}: {json.dumps(v, ensure_ascii=False)}\n" for k, v in front.items())
         data = f"---\n{header}---\n{record.content}".encode()
@@ -337,7 +338,8 @@ class LocalDiskProvider:
         with self._storage("keep a quarantine copy"), _Quarantine(self.root, workspace).handle(create=True) as handle:
             assert handle is not None
             with fs.document_lock(handle, name):
-                fs.write_atomic(handle, name, data, mode=0o600)
+                if fs.lstat(handle, name) is None:  # the first copy of a body is kept, like the memory provider
+                    fs.write_atomic(handle, name, data, mode=0o600)
         return True
 
     @hookimpl
@@ -399,6 +401,7 @@ class LocalDiskProvider:
                 sha256=str(fields["sha256"]),
                 content=content,
                 created_at=dt.datetime.fromisoformat(str(fields["created_at"])),
+                data_subject_id=str(fields.get("data_subject_id", "")),
             )
         except (KeyError, ValueError) as exc:
             raise UpstreamError(f"quarantine copy {name!r} lacks a frontmatter field: {exc}") from exc
@@ -518,6 +521,7 @@ class LocalDiskProvider:
         with fs.open_dir(self.root, (workspace,), create=False) as ws:
             if ws is None:
                 return 0
+        self._forget_subject_quarantine(workspace, subject)
         for kind in ("agents", "crews"):
             with fs.open_dir(self.root, (workspace, kind), create=False) as owners_dir:
                 if owners_dir is None:
@@ -531,6 +535,23 @@ class LocalDiskProvider:
                 for parts in (base, (*base, "daily"), (*base, "peers")):
                     removed += self._forget_subject_in(parts, subject)
         return removed
+
+    def _forget_subject_quarantine(self, workspace: str, subject: str) -> None:
+        """Quarantine copies of the subject's rejected writes are derived data: erase them too (P24)."""
+        with _Quarantine(self.root, workspace).handle(create=False) as handle:
+            if handle is None:
+                return
+            with os.scandir(handle.fd) as entries:
+                names = sorted(e.name for e in entries if e.name.endswith(".md") and _SHA256.fullmatch(e.name[:-3]))
+            for name in names:
+                with fs.document_lock(handle, name):
+                    record = self._load_quarantine(handle, name)
+                    if record is None or record.data_subject_id != subject:
+                        continue
+                    fs.remove_file(handle, name)
+                    fs.sweep_temporaries(handle, name)
+                    fs.remove_file(handle, fs.lock_name(name))
+                    os.fsync(handle.fd)
 
     def _forget_subject_in(self, parts: tuple[str, ...], subject: str) -> int:
         removed = 0
