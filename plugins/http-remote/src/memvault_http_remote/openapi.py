@@ -136,6 +136,7 @@ _SCHEMAS: Final[dict[str, Any]] = {
             "sha256": {"type": "string"},
             "content": {"type": "string"},
             "created_at": _TIME,
+            "data_subject_id": _OPT_ID,
         },
         ["workspace_id", "label", "category", "pattern", "sha256", "content"],
     ),
