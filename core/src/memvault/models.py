@@ -339,8 +339,28 @@ def _content(instance: object, attribute: Any, value: object) -> None:
         ) from None
 
 
+class _AddressesOneDocument:
+    """What retain and read requests share: they name exactly one document."""
+
+    workspace_id: str
+    agent_id: str
+    crew_id: str
+    tier: Tier
+    key: str
+
+    @property
+    def ref(self) -> DocumentRef:
+        """The partition and label of the document."""
+        return _ref(self.workspace_id, self.agent_id, self.crew_id, self.tier, self.key)
+
+    @property
+    def label(self) -> str:
+        """The document label (P4)."""
+        return label_for(self.tier, self.key)
+
+
 @frozen(kw_only=True)
-class RetainRequest:
+class RetainRequest(_AddressesOneDocument):
     """Store ``content`` in one document (contract P5-P13).
 
     ``mode`` has no default: pass ``"replace"`` or ``"append"``. ``key`` is the
@@ -370,14 +390,6 @@ class RetainRequest:
             )
         _require_partition(self.tier, self.agent_id, self.crew_id)
         object.__setattr__(self, "key", _normalise_key(self.tier, self.key))
-
-    @property
-    def ref(self) -> DocumentRef:
-        return _ref(self.workspace_id, self.agent_id, self.crew_id, self.tier, self.key)
-
-    @property
-    def label(self) -> str:
-        return label_for(self.tier, self.key)
 
 
 @frozen(kw_only=True)
@@ -485,7 +497,7 @@ class RecallResult:
 
 
 @frozen(kw_only=True)
-class ReadRequest:
+class ReadRequest(_AddressesOneDocument):
     """Read one whole document (P21). ``key`` as for retain."""
 
     workspace_id: str = field(default="", validator=_identifier(True))
@@ -497,14 +509,6 @@ class ReadRequest:
     def __attrs_post_init__(self) -> None:
         _require_partition(self.tier, self.agent_id, self.crew_id)
         object.__setattr__(self, "key", _normalise_key(self.tier, self.key))
-
-    @property
-    def ref(self) -> DocumentRef:
-        return _ref(self.workspace_id, self.agent_id, self.crew_id, self.tier, self.key)
-
-    @property
-    def label(self) -> str:
-        return label_for(self.tier, self.key)
 
 
 @frozen(kw_only=True)
