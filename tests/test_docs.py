@@ -85,3 +85,23 @@ def test_console_sample_runs(block: tuple[str, int, str], tmp_path: Path) -> Non
         ran += 1
     if ran == 0:
         pytest.skip(f"{page}:{line} holds only install/serve/test commands, run by CI itself")
+
+
+def _config_blocks() -> list[tuple[str, int, str]]:
+    """memvault.toml examples (pyproject snippets are not configs)."""
+    return [b for b in _blocks("toml") if "[project" not in b[2]]
+
+
+@pytest.mark.parametrize("block", _config_blocks(), ids=_id)
+def test_config_sample_is_a_valid_memvault_toml(block: tuple[str, int, str], tmp_path: Path) -> None:
+    """Every memvault.toml in the docs loads, and its provider and server settings are accepted."""
+    from memvault.config import load_config
+    from memvault.plugins import coerce_settings, get_registry
+    from memvault_http_remote.settings import ServerSettings
+
+    path = tmp_path / "memvault.toml"
+    path.write_text(block[2])
+    config = load_config(path)
+    for name, settings in config.providers.items():
+        coerce_settings(get_registry().get(name), settings)
+    ServerSettings.from_table(config.server)
