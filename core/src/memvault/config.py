@@ -35,7 +35,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["DEFAULT_PROVIDER", "Config", "find_config", "load_config"]
+__all__ = ["DEFAULT_PROVIDER", "Config", "find_config", "load_config", "read_toml"]
 
 DEFAULT_PROVIDER: Final = "sqlite"
 DEFAULT_FILE: Final = "memvault.toml"
@@ -64,6 +64,24 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
     return local if local.is_file() else None
 
 
+def read_toml(path: Path, *, what: str, field: str, missing_hint: str) -> dict[str, Any]:
+    """Parse one TOML file; every failure is an :class:`InvalidRequest` naming the file.
+
+    :param what: how messages name the file (``"config file"``, ``"tokens file"``).
+    :param field: the ``InvalidRequest.field`` to report.
+    :param missing_hint: how to fix a missing file, appended to its message.
+    """
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidRequest(f"{what} {str(path)!r} does not exist: {missing_hint}", field=field) from None
+    except OSError as exc:
+        raise InvalidRequest(f"{what} {str(path)!r} cannot be read: {exc}", field=field) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidRequest(f"{what} {str(path)!r} is not valid TOML: {exc}", field=field) from None
+    return data
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Read and validate the configuration, then apply ``MEMVAULT_PROVIDER``.
 
@@ -72,17 +90,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     found = find_config(path)
     data: dict[str, Any] = {}
     if found is not None:
-        try:
-            data = tomllib.loads(found.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InvalidRequest(
-                f"config file {str(found)!r} does not exist: create it or unset MEMVAULT_CONFIG",
-                field="config",
-            ) from None
-        except OSError as exc:
-            raise InvalidRequest(f"config file {str(found)!r} cannot be read: {exc}", field="config") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InvalidRequest(f"config file {str(found)!r} is not valid TOML: {exc}", field="config") from None
+        data = read_toml(found, what="config file", field="config", missing_hint="create it or unset MEMVAULT_CONFIG")
         data["source"] = str(found)
     config = structure(data, Config, what=str(found) if found else "config")
     override = os.environ.get("MEMVAULT_PROVIDER")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from httpremote_support import NARROW_TOKEN, NARROW_WORKSPACE, PARITY_TOKEN, ServerProcess, make_test_client_class
@@ -13,7 +14,7 @@ import memvault
 from memvault.errors import InvalidRequest
 from memvault.memory import MemoryProvider
 from memvault_http_remote.app import create_app
-from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore, hash_token
+from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore, hash_token, load_tokens_file
 
 TestClient = make_test_client_class()
 
@@ -190,3 +191,12 @@ def test_client_health_reports_a_rejected_token(served: ServerProcess) -> None:
     assert (status.ok, "token" in status.message) == (False, True)
     with memvault.open("http-remote", url=served.url, token=PARITY_TOKEN) as vault:
         assert vault.health().ok
+
+
+def test_tokens_file_problems_are_invalid_request_naming_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "tokens.toml"
+    with pytest.raises(memvault.InvalidRequest, match="does not exist: create it with `memvault token new"):
+        load_tokens_file(missing)
+    missing.write_text("[[tokens]\n")
+    with pytest.raises(memvault.InvalidRequest, match="is not valid TOML"):
+        load_tokens_file(missing)

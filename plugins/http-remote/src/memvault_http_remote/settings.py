@@ -24,20 +24,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
 from attrs import field, frozen
 
+from memvault.config import read_toml
 from memvault.errors import InvalidRequest
 from memvault.wire import structure
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServerSettings", "TokenEntry", "TokenStore", "hash_token"]
 
@@ -137,17 +132,12 @@ def load_tokens_file(path: str | Path) -> list[TokenEntry]:
     :raises InvalidRequest: for a missing, unreadable or malformed file.
     """
     location = Path(path)
-    try:
-        data = tomllib.loads(location.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidRequest(
-            f"tokens file {str(location)!r} does not exist: create it with `memvault token new >> {location}`",
-            field="tokens_file",
-        ) from None
-    except OSError as exc:
-        raise InvalidRequest(f"tokens file {str(location)!r} cannot be read: {exc}", field="tokens_file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidRequest(f"tokens file {str(location)!r} is not valid TOML: {exc}", field="tokens_file") from None
+    data = read_toml(
+        location,
+        what="tokens file",
+        field="tokens_file",
+        missing_hint=f"create it with `memvault token new >> {location}`",
+    )
     return structure(data, _TokensFile, what=str(location)).tokens
 
 
