@@ -25,7 +25,6 @@ import argparse
 import os
 import platform
 import queue
-import random
 import signal
 import statistics
 import subprocess
@@ -36,46 +35,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from corpus import build
+
 import memvault
 from memvault_http_remote.settings import hash_token
 
-WORDS = [
-    "alpha",
-    "bravo",
-    "charlie",
-    "delta",
-    "echo",
-    "foxtrot",
-    "golf",
-    "hotel",
-    "india",
-    "juliet",
-    "kilo",
-    "lima",
-    "mike",
-    "november",
-    "oscar",
-    "papa",
-]
 TOKEN = "bench-token"
 QUERY = "item7-42"  # selective: recall itself is cheap, so the transport cost shows
-
-
-def build(vault: memvault.Vault, lines: int) -> None:
-    rng = random.Random(7)
-    per_doc = 100
-    for doc in range(lines // per_doc):
-        body = "".join(" ".join(rng.choices(WORDS, k=12)) + f" item{doc}-{i}\n" for i in range(per_doc))
-        vault.retain(
-            memvault.RetainRequest(
-                workspace_id="bench",
-                agent_id="agent",
-                tier="daily",
-                key=f"2026-01-{doc + 1:02d}",
-                content=body,
-                mode="replace",
-            )
-        )
 
 
 def start_server(root: Path, db: Path) -> tuple[subprocess.Popen[str], str]:

@@ -18,37 +18,20 @@ Reports p50 / p95 per call in milliseconds and the p50 ratios against ``recall``
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from corpus import WORDS, build
+
 import memvault
 from memvault.lifecycle import Runtime, Slot, by_principal, scope_key
 from memvault.notes import NotesStore
 from memvault.plugins import get_registry
 
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa").split()  # noqa: SIM905 - one line of test words reads better than a list
 QUERY = "charlie delta echo"
-
-
-def build(vault: memvault.Vault, agent_id: str, lines: int) -> None:
-    rng = random.Random(7)
-    per_doc = 100
-    for doc in range(lines // per_doc):
-        body = "".join(" ".join(rng.choices(WORDS, k=12)) + f" item{doc}-{i}\n" for i in range(per_doc))
-        vault.retain(
-            memvault.RetainRequest(
-                workspace_id="bench",
-                agent_id=agent_id,
-                tier="daily",
-                key=f"2026-01-{doc + 1:02d}",
-                content=body,
-                mode="replace",
-            )
-        )
 
 
 def timed(fn: Callable[[], object], calls: int) -> list[float]:
@@ -68,7 +51,7 @@ def pct(samples: list[float], q: float) -> float:
 def bench(name: str, settings: dict[str, object], rounds: int, calls: int, lines: int) -> None:
     vault = memvault.open(name, scanner="off", **settings)
     try:
-        build(vault, scope_key("profile", None, "dana"), lines)
+        build(vault, lines, agent_id=scope_key("profile", None, "dana"))
         profile = Slot(name="profile", description="p", vault=vault, scope=by_principal, recall_limit=5)
         notes = Slot(name="notes", description="n", vault=vault, scope=by_principal, kind="notes")
         one = Runtime([profile], workspace_id="bench")
