@@ -571,17 +571,26 @@ class BuiltinScanner:
     def verdict(self, body: str) -> tuple[str, Finding | None]:
         """The body's sha256 and the scan's finding (``None``: clean), cached by sha256."""
         digest = body_sha256(body)
+        cached = self._cached(digest)
+        if cached is not _UNKNOWN:
+            return digest, cached
+        return digest, self._remember(digest, self._scan(body))
+
+    def _cached(self, digest: str) -> Finding | None:
+        """The cached verdict for ``digest``, or ``_UNKNOWN``."""
         with self._lock:
             if digest in self._cache:
                 self._cache.move_to_end(digest)
-                return digest, self._cache[digest]
-        finding = self._scan(body)
+                return self._cache[digest]
+        return _UNKNOWN
+
+    def _remember(self, digest: str, finding: Finding | None) -> Finding | None:
         with self._lock:
             self.scans += 1
             self._cache[digest] = finding
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
-        return digest, finding
+        return finding
 
     def _append_verdict(self, old: str, body: str) -> tuple[str, Finding | None]:
         """The verdict on ``old + new``; when ``old`` is known clean, only its tail is rescanned.
@@ -596,21 +605,16 @@ class BuiltinScanner:
         body_hash = old_hash.copy()
         body_hash.update(body[len(old) :].encode("utf-8"))
         digest = body_hash.hexdigest()
+        cached = self._cached(digest)
+        if cached is not _UNKNOWN:
+            return digest, cached
         with self._lock:
-            if digest in self._cache:
-                self._cache.move_to_end(digest)
-                return digest, self._cache[digest]
             old_clean = bool(old) and self._cache.get(old_hash.hexdigest(), _UNKNOWN) is None
         if self._scan is scan and old_clean:
             finding = scan(body[tail_start(old) :])
         else:
             finding = self._scan(body)
-        with self._lock:
-            self.scans += 1
-            self._cache[digest] = finding
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return digest, finding
+        return digest, self._remember(digest, finding)
 
     def _bound(self, caller: Any, hook: str) -> Any:
         if caller is None:
