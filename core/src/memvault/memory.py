@@ -7,10 +7,12 @@ tests reach for, like LangGraph's ``InMemoryStore``.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from memvault import text
@@ -43,6 +45,7 @@ class _Document:
     size: int
     data_subject_id: str
     index: text.IndexedDocument
+    digest: str
 
 
 class MemoryProvider:
@@ -74,6 +77,7 @@ class MemoryProvider:
                 size=size,
                 data_subject_id=subject,
                 index=text.index_document(label, body),
+                digest=hashlib.sha256(body.encode("utf-8")).hexdigest(),
             )
         return RetainResult(id=label, bytes=size, warning=warning)
 
@@ -81,13 +85,16 @@ class MemoryProvider:
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
         with self._lock:
-            indexes = [
-                doc.index
+            docs = [
+                doc
                 for partition, tiers in request.scopes()
                 for doc in self._partitions.get(partition, {}).values()
                 if doc.tier in tiers
             ]
-        return RecallResult(hits=text.search(query, indexes, request.limit))
+        hits = text.search(query, [doc.index for doc in docs], request.limit)
+        # Each hit carries its document's digest, so the scanner needs no read-back.
+        digests = {doc.index.source: doc.digest for doc in docs}
+        return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
 
     @hookimpl
     def memvault_read(self, request: ReadRequest) -> ReadResult:

@@ -472,12 +472,20 @@ def _snippet(instance: object, attribute: Any, value: Any) -> None:
 
 @frozen(kw_only=True)
 class RecallSnippet:
-    """One hit (P18): the document label, the 1-based line, the text around the match, a score."""
+    """One hit (P18): the document label, the 1-based line, the text around the match, a score.
+
+    ``digest`` (optional, added after the first release) is the sha256 of the
+    document body the hit came from.
+    """
 
     source: str
     line: int = field(validator=_line)
     snippet: str = field(validator=_snippet)
     score: float = field(validator=_score)
+    #: Optional: the hex sha256 of the source document's body as it was searched. A
+    #: provider that fills it lets the scanner reuse a cached verdict instead of
+    #: reading the document back; "" means unknown.
+    digest: str = ""
 
 
 def _snippet_list(value: Iterable[RecallSnippet]) -> list[RecallSnippet]:

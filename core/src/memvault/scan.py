@@ -48,6 +48,7 @@ from memvault.models import (
     ReadResult,
     RecallRequest,
     RecallResult,
+    RecallSnippet,
     RetainRequest,
     RetainResult,
     Tier,
@@ -697,7 +698,7 @@ class BuiltinScanner:
         result = yield
         if not isinstance(result, RecallResult) or not result.hits:
             return result
-        blocked = self._blocked_sources(request, {h.source for h in result.hits})
+        blocked = self._blocked_sources(request, _digests(result.hits))
         if not blocked:
             return result
         hits = [h for h in result.hits if h.source not in blocked]
@@ -714,14 +715,26 @@ class BuiltinScanner:
                 )
             )
             if isinstance(wider, RecallResult):
-                blocked |= self._blocked_sources(request, {h.source for h in wider.hits} - blocked)
+                fresh = {src: d for src, d in _digests(wider.hits).items() if src not in blocked}
+                blocked |= self._blocked_sources(request, fresh)
                 hits = [h for h in wider.hits if h.source not in blocked]
         quarantined = sorted(set(result.quarantined) | blocked)
         return RecallResult(hits=hits[: request.limit], quarantined=quarantined)
 
-    def _blocked_sources(self, request: RecallRequest, sources: set[str]) -> set[str]:
+    def _blocked_sources(self, request: RecallRequest, sources: dict[str, str]) -> set[str]:
+        """The labels among ``sources`` (label -> body digest, or "") whose documents fail the scan.
+
+        A digest the provider reported with its hits finds a cached verdict
+        without reading the document; otherwise the document is read and scanned.
+        """
         blocked: set[str] = set()
-        for label in sorted(sources):
+        for label, digest in sorted(sources.items()):
+            if digest:
+                known = self._cached(digest)
+                if known is not _UNKNOWN:
+                    if known is not None:
+                        blocked.add(label)
+                    continue
             try:
                 tier, key = parse_label(label, "source")
             except InvalidRequest as exc:
@@ -742,6 +755,14 @@ class BuiltinScanner:
             if body and self.verdict(body)[1] is not None:
                 blocked.add(label)
         return blocked
+
+
+def _digests(hits: list[RecallSnippet]) -> dict[str, str]:
+    """Each hit source's body digest as the provider reported it ("" when it did not)."""
+    out: dict[str, str] = {}
+    for hit in hits:
+        out[hit.source] = out.get(hit.source) or hit.digest
+    return out
 
 
 # -- operator access to quarantine copies ----------------------------------------

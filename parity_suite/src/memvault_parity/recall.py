@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 import memvault
@@ -181,6 +183,14 @@ class RecallTests(SuiteBase):
         """P18/P4: source is the tier-relative label."""
         self.put(vault, ws, "tangerine label check\n", tier=tier, key=key)
         assert [h.source for h in self.find(vault, ws, "tangerine", tier=tier)] == [label]
+
+    def test_hit_digest_when_given_is_the_sha256_of_the_document_body(self, vault: memvault.Vault, ws: str) -> None:
+        """P18/P19: an optional hit digest must be the body's sha256, or the scanner would trust a wrong verdict."""
+        self.put(vault, ws, "quince digest check\nsecond line\n", tier="pins")
+        self.put(vault, ws, "quince again\n", tier="pins")
+        body = vault.read(memvault.ReadRequest(workspace_id=ws, agent_id="agent-1", tier="pins")).content
+        for hit in self.find(vault, ws, "quince"):
+            assert hit.digest in ("", hashlib.sha256(body.encode("utf-8")).hexdigest())
 
     def test_hit_sources_never_reveal_paths_or_storage_layout(
         self, vault: memvault.Vault, ws: str, settings: dict[str, object]

@@ -67,6 +67,7 @@ _SCHEMAS: Final[dict[str, Any]] = {
             "source": {"type": "string"},
             "line": {"type": "integer", "minimum": 1},
             "snippet": {"type": "string", "maxLength": MAX_SNIPPET_CHARS},
+            "digest": {"type": "string", "description": "sha256 of the source document's body, or empty"},
             "score": {"type": "number", "minimum": 0, "maximum": 1},
         },
         ["source", "line", "snippet", "score"],
