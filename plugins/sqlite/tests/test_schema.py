@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from pathlib import Path
 
@@ -64,6 +65,8 @@ def test_v1_database_opens_and_upgrades_keeping_its_documents(db_path: Path) -> 
         assert body == "Prefers metric units.\nLives in Lyon."
         assert [h.source for h in recall(vault, "walrus")] == ["daily/2025-01-02.md"]
         assert [h.source for h in recall(vault, "tea", crew_id="c1", agent_id="")] == ["CREW.md"]
+        # v4 backfilled each migrated document's digest
+        assert recall(vault, "metric")[0].digest == hashlib.sha256(body.encode("utf-8")).hexdigest()
         retain(vault, "\nLikes jazz.")
         assert recall(vault, "jazz")[0].line == 3
     assert user_version(db_path) == SCHEMA_VERSION

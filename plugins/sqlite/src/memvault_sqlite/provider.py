@@ -13,6 +13,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final, TypeVar
 
+import attrs
+
 from memvault import text
 from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
 from memvault.markers import hookimpl
@@ -245,8 +247,8 @@ class SqliteProvider:
                 if row is None:
                     cur = conn.execute(
                         "INSERT INTO documents (partition_id, workspace_id, agent_id, crew_id, tier, key, label,"
-                        " body, size, data_subject_id, created_at, updated_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " body, size, data_subject_id, created_at, updated_at, sha256)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             pid,
                             part.workspace_id,
@@ -260,14 +262,16 @@ class SqliteProvider:
                             subject,
                             stamp,
                             stamp,
+                            schema.body_sha256(body),
                         ),
                     )
                     doc_id = int(cur.lastrowid or 0)
                 else:
                     doc_id = int(row[0])
                     conn.execute(
-                        "UPDATE documents SET body = ?, size = ?, data_subject_id = ?, updated_at = ? WHERE id = ?",
-                        (body, size, subject, stamp, doc_id),
+                        "UPDATE documents SET body = ?, size = ?, data_subject_id = ?, updated_at = ?, sha256 = ?"
+                        " WHERE id = ?",
+                        (body, size, subject, stamp, schema.body_sha256(body), doc_id),
                     )
                 schema.reindex_document(conn, doc_id, pid, old_body, body)
             return RetainResult(id=label, bytes=size, warning=warning)
@@ -285,6 +289,7 @@ class SqliteProvider:
         def search() -> RecallResult:
             conn = self._conn()
             candidates: list[Candidate] = []
+            digests: dict[str, str] = {}
             line_count = term_count = 0
             # One read transaction: the statistics and the candidates see the same snapshot.
             conn.execute("BEGIN")
@@ -307,7 +312,7 @@ class SqliteProvider:
                     low = pid << schema.LINE_BITS
                     fts = schema.fts_table(pid)
                     rows = conn.execute(
-                        f"SELECT d.id, d.label, l.line_no, l.text, l.terms, l.length FROM {fts}"
+                        f"SELECT d.id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256 FROM {fts}"
                         f" JOIN lines AS l ON l.id = {fts}.rowid"
                         " JOIN documents AS d ON d.id = l.document_id"
                         f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})",
@@ -317,10 +322,12 @@ class SqliteProvider:
                         Candidate(document=r[0], source=r[1], number=r[2], text=r[3], terms=r[4], length=r[5])
                         for r in rows
                     )
+                    digests.update((r[1], r[6]) for r in rows)
             finally:
                 conn.execute("COMMIT")
             hits = rank(query, candidates, line_count=line_count, term_count=term_count, limit=request.limit)
-            return RecallResult(hits=hits)
+            # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
+            return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
 
         return self._retry(search, "recall")
 

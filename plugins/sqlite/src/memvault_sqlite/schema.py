@@ -20,6 +20,7 @@ openers wait for it and a failed migration leaves the old version intact.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import sqlite3
 from collections.abc import Callable
 from typing import Final
@@ -28,9 +29,9 @@ from memvault.errors import UpstreamError
 from memvault.models import Tier, label_for
 from memvault_sqlite.search import index_line
 
-__all__ = ["FTS_SHARDS", "LINE_BITS", "SCHEMA_VERSION", "fts_table", "migrate", "reindex_document"]
+__all__ = ["FTS_SHARDS", "LINE_BITS", "SCHEMA_VERSION", "body_sha256", "fts_table", "migrate", "reindex_document"]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: A line's rowid is ``partition_id << LINE_BITS | sequence``: the lines of one
 #: partition form one contiguous rowid range, which FTS5 seeks to directly.
 LINE_BITS: Final = 32
@@ -238,8 +239,20 @@ def _from_v2(conn: sqlite3.Connection) -> None:
     )
 
 
+def _from_v3(conn: sqlite3.Connection) -> None:
+    """v3 -> v4: every document carries its body's sha256."""
+    conn.execute("ALTER TABLE documents ADD COLUMN sha256 TEXT NOT NULL DEFAULT ''")
+    rows = conn.execute("SELECT id, body FROM documents").fetchall()
+    conn.executemany("UPDATE documents SET sha256 = ? WHERE id = ?", [(body_sha256(body), doc) for doc, body in rows])
+
+
+def body_sha256(body: str) -> str:
+    """The hex sha256 of a document body, as recall hits report it."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
 #: ``MIGRATIONS[v]`` brings a version ``v`` database to version ``v + 1``.
-MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {1: _from_v1, 2: _from_v2}
+MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {1: _from_v1, 2: _from_v2, 3: _from_v3}
 
 
 def migrate(conn: sqlite3.Connection) -> int:
