@@ -17,6 +17,7 @@ last letter.
 
 from __future__ import annotations
 
+import hashlib
 import string
 import threading
 from bisect import bisect_right
@@ -76,6 +77,7 @@ class LazyDocument:
         "_lock",
         "_postings",
         "_starts",
+        "digest",
         "line_count",
         "source",
         "total_length",
@@ -83,6 +85,8 @@ class LazyDocument:
 
     def __init__(self, source: str, body: str) -> None:
         self.source = source
+        #: The body's sha256, reported with recall hits so the scanner needs no read-back.
+        self.digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
         self._lines = body.splitlines()
         folded_lines = [line.casefold() for line in self._lines]
         self._folded = "\n".join(folded_lines)

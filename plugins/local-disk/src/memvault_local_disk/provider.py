@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
+
 from memvault import text
 from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
 from memvault.markers import hookimpl
@@ -268,7 +270,9 @@ class LocalDiskProvider:
         with self._storage("search the memory files"):
             for partition, tiers in request.scopes():
                 documents.extend(self._partition_documents(partition, tiers))
-        return RecallResult(hits=text.search(query, documents, request.limit))
+        digests = {doc.source: doc.digest for doc in documents}
+        hits = text.search(query, documents, request.limit)
+        return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
 
     @hookimpl
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
