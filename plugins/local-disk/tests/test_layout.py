@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -218,3 +219,14 @@ def test_files_older_than_the_racy_window_are_served_from_the_cache(
     assert vault.recall(RecallRequest(workspace_id="w1", agent_id="ada", query="alpha")).hits
     assert reads == []
     vault.close()
+
+
+def test_hits_carry_the_digest_of_the_file_as_it_is_now(vault: memvault.Vault, root: Path) -> None:
+    """A hand edit changes the digest the next recall reports, so the scanner never reuses a stale verdict."""
+    vault.retain(
+        memvault.RetainRequest(workspace_id="w", agent_id="a", tier="pins", content="plum one\n", mode="append")
+    )
+    query = memvault.RecallRequest(workspace_id="w", agent_id="a", query="plum")
+    assert [h.digest for h in vault.recall(query).hits] == [hashlib.sha256(b"plum one\n").hexdigest()]
+    (root / "w" / "agents" / "a" / "pins.md").write_text("plum edited by hand\n")
+    assert [h.digest for h in vault.recall(query).hits] == [hashlib.sha256(b"plum edited by hand\n").hexdigest()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from sqlite_helpers import recall, retain
 
@@ -144,3 +146,11 @@ def test_partitions_sharing_an_fts_shard_stay_apart_p3(vault: memvault.Vault) ->
     for n in (0, 1, 64, 65, 69):
         hits = recall(vault, "shared keyword", agent_id=f"agent{n}")
         assert [h.snippet for h in hits] == [f"shared keyword from agent{n}"]
+
+
+def test_hits_carry_the_current_body_digest_after_append_and_replace(vault: memvault.Vault) -> None:
+    retain(vault, "plum one\n", tier="pins")
+    retain(vault, "plum two\n", tier="pins")
+    assert {h.digest for h in recall(vault, "plum")} == {hashlib.sha256(b"plum one\nplum two\n").hexdigest()}
+    retain(vault, "plum three\n", tier="pins", mode="replace")
+    assert [h.digest for h in recall(vault, "plum")] == [hashlib.sha256(b"plum three\n").hexdigest()]
