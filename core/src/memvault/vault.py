@@ -45,8 +45,6 @@ __all__ = ["AsyncVault", "Vault", "open", "open_async", "open_from_config"]
 LOCAL_HEALTH_DEADLINE: Final = 0.2
 REMOTE_HEALTH_DEADLINE: Final = 1.0
 _VERBS: Final = ("memvault_retain", "memvault_recall", "memvault_read", "memvault_forget", "memvault_health")
-#: Keyword arguments of :func:`open` that configure the vault, not the provider.
-VAULT_OPTIONS: Final = frozenset({"health_timeout", "scanner", "plugins"})
 
 _R = TypeVar("_R")
 
