@@ -121,9 +121,7 @@ class ListingTests(SuiteBase):
         assert before <= doc.updated_at <= dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=5)
 
     @requires(Capability.LIST_DOCUMENTS, Capability.CASCADE_FORGET)
-    def test_list_documents_reports_the_data_subject_of_a_tagged_document(
-        self, vault: memvault.Vault, ws: str
-    ) -> None:
+    def test_list_documents_reports_the_data_subject_of_a_tagged_document(self, vault: memvault.Vault, ws: str) -> None:
         """P32: subjects lists the data subject a write tagged the document with; untagged ones have none."""
         self.put(vault, ws, "tagged\n", subject="subject-1")
         self.put(vault, ws, "untagged\n", tier="pins")
