@@ -302,7 +302,7 @@ def _header(name: str, number: int, kind: object, data: dict[str, Any]) -> Expor
             name,
             number,
             f"the file has format version {version}, newer than the {VERSION} this memvault reads (a newer "
-            "memvault wrote it): upgrade memvault, or export again with this version",
+            "memvault wrote it): upgrade memvault to read it",
         )
     try:
         return structure(data, ExportHeader, what="header")
