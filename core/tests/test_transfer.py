@@ -419,3 +419,30 @@ def test_inspect_rejects_a_bad_workspace_with_exit_2() -> None:
     result = CliRunner().invoke(cli_module.cli, ["--provider", "memory", "inspect", "--workspace", "../x"])
     assert result.exit_code == 2
     assert "workspace_id '../x' is not a valid identifier" in result.output
+
+
+class _FailsOnPeers(MemoryProvider):
+    """A target whose storage fails for peers documents while ``broken`` is set."""
+
+    broken = True
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        if self.broken and request.tier is memvault.Tier.PEERS:
+            raise memvault.UpstreamError("disk full")
+        return super().memvault_retain(request)
+
+
+@pytest.mark.parametrize("jobs", [1, 8])
+def test_a_failed_import_names_the_document_and_a_rerun_finishes_it(exported: Path, jobs: int) -> None:
+    provider = _FailsOnPeers()
+    with memvault.Vault(provider, name="flaky") as target:
+        with pytest.raises(
+            memvault.UpstreamError, match=r"importing peers/bob.md of agent a2 in workspace w1 \(line \d\)"
+        ):
+            import_store(target, exported, jobs=jobs)
+        provider.broken = False
+        summary = import_store(target, exported, jobs=jobs)
+        assert summary.written + summary.unchanged == 4
+        assert summary.written >= 1
+        assert verify_import(target, exported) == []

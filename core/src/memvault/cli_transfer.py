@@ -134,10 +134,11 @@ def export(obj: Any, workspace_id: str, output: str | None, no_progress: bool, a
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--verify", is_flag=True, help="Afterwards, compare every document byte for byte with the file.")
 @click.option("--replace", is_flag=True, help="Overwrite documents the target holds with other content.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=4, show_default=True, help="Documents written at once.")
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
-def import_(obj: Any, file: str, verify: bool, replace: bool, no_progress: bool, as_json: bool) -> None:
+def import_(obj: Any, file: str, verify: bool, replace: bool, jobs: int, no_progress: bool, as_json: bool) -> None:
     """Read an export FILE ('-' for standard input) into the configured provider.
 
     Running it twice changes nothing. A malformed, truncated or newer-version
@@ -148,7 +149,9 @@ def import_(obj: Any, file: str, verify: bool, replace: bool, no_progress: bool,
         try:
             with obj.open(scanner="off") as vault:
                 with _bar("importing", not no_progress) as bar:
-                    summary = import_store(vault, path, replace=replace, on_total=bar.total, progress=bar.step)
+                    summary = import_store(
+                        vault, path, replace=replace, jobs=jobs, on_total=bar.total, progress=bar.step
+                    )
                 problems = []
                 if verify:
                     with _bar("verifying", not no_progress) as bar:

@@ -29,6 +29,7 @@ import datetime as _dt
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -428,6 +429,7 @@ def import_store(
     path: Path,
     *,
     replace: bool = False,
+    jobs: int = 4,
     on_total: Progress | None = None,
     progress: Progress | None = None,
 ) -> ImportSummary:
@@ -438,6 +440,7 @@ def import_store(
 
     :param replace: overwrite documents the target holds with other content
         (each is forgotten first, so it carries only the file's subjects).
+    :param jobs: how many documents are written at once (their order does not matter).
     :raises ExportFileError: for a malformed, damaged, truncated or newer file, before writing anything.
     :raises ImportConflict: for documents the target holds with other content, before writing anything.
     """
@@ -453,59 +456,85 @@ def import_store(
         raise ImportConflict(conflicts)
     if on_total is not None:
         on_total(len(plan))
-    written = tagged = unchanged = kept = same = 0
+    counts = {"written": 0, "tagged": 0, "unchanged": 0}
+    kept = same = 0
     refused: list[str] = []
-    for number, entry in _entries(path):
-        if isinstance(entry, ExportedQuarantine):
-            record = entry.record
-            if not target.quarantines:
-                refused.append(f"quarantine copy {record.sha256[:16]} (the target keeps no quarantine copies)")
-            elif target.has_copy(record):
-                same += 1
-            else:
-                if vault.plugin_manager.hook.memvault_quarantine_keep(record=record) is not True:
-                    raise MemvaultError(f"provider {vault.name!r} did not keep quarantine copy {record.sha256}")
-                kept += 1
-            continue
-        if not isinstance(entry, ExportedDocument):
-            continue
-        planned = plan.get(number)
-        info = entry.document
-        if planned is None or planned.digest != info.digest:
-            raise ExportFileError(str(path), number, "the file changed while it was being imported: import it again")
-        step = planned
-        try:
-            if step.action == "skip":
-                unchanged += 1
-            elif step.action == "refuse":
-                refused.append(f"{_where(info)} (lessons are read-only through retain: copy them by hand)")
-            else:
-                if step.action == "replace":
-                    vault.forget(
-                        ForgetRequest(
-                            workspace_id=info.workspace_id, agent_id=info.agent_id, crew_id=info.crew_id, id=info.label
-                        )
-                    )
-                for subject in step.subjects or ("",):
-                    _retain(vault, info, entry.body, subject)
-                if step.action == "tag":
-                    tagged += 1
+    pending: set[Future[str]] = set()
+
+    def settle(block_until: int) -> None:
+        """Collect finished writes until at most ``block_until`` are pending; the first error stops the import."""
+        nonlocal pending
+        while len(pending) > block_until:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                error = future.exception()
+                if error is not None:
+                    for other in pending:
+                        other.cancel()
+                    wait(pending)
+                    raise error
+                counts[future.result()] += 1
+                if progress is not None:
+                    progress(1)
+
+    # Writes to different documents are independent: several in flight hide each
+    # write's fsync (local-disk) or commit latency. A document's own writes stay in order.
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="memvault-import") as pool:
+        for number, entry in _entries(path):
+            if isinstance(entry, ExportedQuarantine):
+                record = entry.record
+                if not target.quarantines:
+                    refused.append(f"quarantine copy {record.sha256[:16]} (the target keeps no quarantine copies)")
+                elif target.has_copy(record):
+                    same += 1
                 else:
-                    written += 1
-        except MemvaultError as exc:
-            if not _plain(exc):
-                raise
-            raise type(exc)(f"importing {_where(info)} (line {number}): {exc}") from exc
-        if progress is not None:
-            progress(1)
+                    if vault.plugin_manager.hook.memvault_quarantine_keep(record=record) is not True:
+                        raise MemvaultError(f"provider {vault.name!r} did not keep quarantine copy {record.sha256}")
+                    kept += 1
+                continue
+            if not isinstance(entry, ExportedDocument):
+                continue
+            planned = plan.get(number)
+            if planned is None or planned.digest != entry.document.digest:
+                settle(0)
+                raise ExportFileError(
+                    str(path), number, "the file changed while it was being imported: import it again"
+                )
+            if planned.action == "refuse":
+                refused.append(f"{_where(entry.document)} (lessons are read-only through retain: copy them by hand)")
+                continue
+            pending.add(pool.submit(_write, vault, number, entry, planned))
+            settle(max(1, jobs) * 4)
+        settle(0)
     return ImportSummary(
-        written=written,
-        tagged=tagged,
-        unchanged=unchanged,
+        written=counts["written"],
+        tagged=counts["tagged"],
+        unchanged=counts["unchanged"],
         quarantine_kept=kept,
         quarantine_unchanged=same,
         not_imported=refused,
     )
+
+
+def _write(vault: Vault, number: int, entry: ExportedDocument, step: _Step) -> str:
+    """Carry out one document's planned step; returns what it counts as."""
+    info = entry.document
+    if step.action == "skip":
+        return "unchanged"
+    try:
+        if step.action == "replace":
+            vault.forget(
+                ForgetRequest(
+                    workspace_id=info.workspace_id, agent_id=info.agent_id, crew_id=info.crew_id, id=info.label
+                )
+            )
+        for subject in step.subjects or ("",):
+            _retain(vault, info, entry.body, subject)
+    except MemvaultError as exc:
+        if not _plain(exc):
+            raise
+        raise type(exc)(f"importing {_where(info)} (line {number}): {exc}") from exc
+    return "tagged" if step.action == "tag" else "written"
 
 
 def _plain(exc: MemvaultError) -> bool:
