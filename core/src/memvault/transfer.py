@@ -382,6 +382,10 @@ class _Target:
             copies = self._copies[record.workspace_id] = {r.sha256 for r in found}
         return record.sha256 in copies
 
+    def kept(self, record: QuarantineRecord) -> None:
+        """Remember a copy just kept, so a second copy of the same body in the file is not kept twice."""
+        self._copies.setdefault(record.workspace_id, set()).add(record.sha256)
+
 
 @frozen(kw_only=True)
 class _Step:
@@ -490,6 +494,7 @@ def import_store(
                 else:
                     if vault.plugin_manager.hook.memvault_quarantine_keep(record=record) is not True:
                         raise MemvaultError(f"provider {vault.name!r} did not keep quarantine copy {record.sha256}")
+                    target.kept(record)
                     kept += 1
                 continue
             if not isinstance(entry, ExportedDocument):
