@@ -470,3 +470,13 @@ def test_two_copies_of_one_rejected_body_in_the_file_are_kept_once(tmp_path: Pat
     with memvault.Vault(Counting(), name="counting") as target:
         summary = import_store(target, path)
     assert (summary.quarantine_kept, summary.quarantine_unchanged, Counting.calls) == (1, 1, 1)
+
+
+def test_verify_reports_a_document_that_differs_after_the_import(exported: Path) -> None:
+    with memvault.open("memory", scanner="off") as target:
+        import_store(target, exported)
+        _put(target, "w1", "changed later\n", tier="daily", key="2026-01-31")
+        problems = verify_import(target, exported)
+        assert [(p.line, p.what, p.problem) for p in problems] == [
+            (3, "daily/2026-01-31.md of agent a1 in workspace w1", "its body differs")
+        ]
