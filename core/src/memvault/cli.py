@@ -43,19 +43,21 @@ class _Context:
         self.provider = provider
         self.options = options
 
-    def open(self) -> Vault:
+    def open(self, *, scanner: str | None = None) -> Vault:
+        """Open the configured provider; ``scanner`` overrides the configured scanner (``"off"``)."""
         from memvault.config import load_config
         from memvault.vault import open as open_vault
 
         settings = dict(settings_from_pairs(self.options))
-        if self.provider is None:
+        if self.provider is None and scanner is None:
             if not settings:
                 return open_from_config(self.config)
             return open_from_config(self.config, **settings)
         config = load_config(self.config)
-        merged: dict[str, Any] = dict(config.providers.get(self.provider, {}))
+        name = self.provider or config.provider
+        merged: dict[str, Any] = dict(config.providers.get(name, {}))
         merged.update(settings)
-        return open_vault(self.provider, scanner=config.scanner, health_timeout=config.health_timeout, **merged)
+        return open_vault(name, scanner=scanner or config.scanner, health_timeout=config.health_timeout, **merged)
 
 
 def _fail(exc: MemvaultError) -> None:
@@ -249,8 +251,12 @@ def health(obj: _Context, as_json: bool) -> None:
 
 
 from memvault.cli_quarantine import quarantine  # noqa: E402 - attached after the group exists
+from memvault.cli_transfer import export, import_, inspect  # noqa: E402 - attached after the group exists
 
 cli.add_command(quarantine)
+cli.add_command(export)
+cli.add_command(import_)
+cli.add_command(inspect)
 
 
 def _add_plugin_commands() -> None:

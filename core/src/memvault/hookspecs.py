@@ -28,6 +28,8 @@ if TYPE_CHECKING:
         ForgetRequest,
         ForgetResult,
         HealthStatus,
+        ListDocumentsRequest,
+        ListDocumentsResult,
         QuarantineRecord,
         ReadRequest,
         ReadResult,
@@ -134,6 +136,24 @@ def memvault_health() -> HealthStatus:
     vault runs this under a hard deadline. Leave nothing behind.
 
     :return: the provider's health.
+    """
+
+
+@hookspec(firstresult=True)
+def memvault_list_documents(request: ListDocumentsRequest) -> ListDocumentsResult:
+    """Enumerate stored documents without their bodies (contract P32; optional).
+
+    Providers with the ``list_documents`` capability implement it; the vault
+    raises :class:`~memvault.errors.NotSupported` for the others. ``export``
+    and ``memvault inspect`` are built on it. Report every document a verb
+    could read, including quarantined ones, and nothing else (no lock, probe or
+    temporary file).
+
+    :param request: the validated filters; an empty ``workspace_id`` means
+        every workspace. :meth:`~memvault.models.ListDocumentsRequest.includes`
+        states which documents match.
+    :return: one :class:`~memvault.models.DocumentInfo` per matching document
+        (the result sorts them by workspace, crew, agent and label).
     """
 
 

@@ -7,6 +7,7 @@ tests reach for, like LangGraph's ``InMemoryStore``.
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import threading
 from pathlib import Path
@@ -19,9 +20,12 @@ from memvault import text
 from memvault.markers import hookimpl
 from memvault.models import (
     Capability,
+    DocumentInfo,
     ForgetRequest,
     ForgetResult,
     HealthStatus,
+    ListDocumentsRequest,
+    ListDocumentsResult,
     Partition,
     QuarantineRecord,
     ReadRequest,
@@ -46,12 +50,13 @@ class _Document:
     data_subject_id: str
     index: text.IndexedDocument
     digest: str
+    updated_at: _dt.datetime = attrs.field(factory=lambda: _dt.datetime.now(_dt.timezone.utc))
 
 
 class MemoryProvider:
     """Documents in a dict, guarded by one lock; indexes built once per write."""
 
-    capabilities = frozenset({Capability.CASCADE_FORGET, Capability.QUARANTINE})
+    capabilities = frozenset({Capability.CASCADE_FORGET, Capability.QUARANTINE, Capability.LIST_DOCUMENTS})
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -124,6 +129,22 @@ class MemoryProvider:
             return ForgetResult(removed=removed)
 
     @hookimpl
+    def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
+        with self._lock:
+            found = [
+                _info(partition, label, doc)
+                for partition, docs in self._partitions.items()
+                for label, doc in docs.items()
+                if request.includes(
+                    workspace_id=partition.workspace_id,
+                    agent_id=partition.owner_id if partition.kind == "agent" else "",
+                    crew_id=partition.owner_id if partition.kind == "crew" else "",
+                    tier=doc.tier,
+                )
+            ]
+        return ListDocumentsResult(documents=found)
+
+    @hookimpl
     def memvault_quarantine_keep(self, record: QuarantineRecord) -> bool:
         with self._lock:
             self._quarantine.setdefault(record.workspace_id, {}).setdefault(record.sha256, record)
@@ -146,6 +167,25 @@ class MemoryProvider:
             return HealthStatus(ok=False, message="memory provider lock is held by a stuck call")
         self._lock.release()
         return HealthStatus(ok=True)
+
+
+def _subjects(doc: _Document) -> tuple[str, ...]:
+    """The data subjects a document carries (P13), as this provider stores them."""
+    return (doc.data_subject_id,) if doc.data_subject_id else ()
+
+
+def _info(partition: Partition, label: str, doc: _Document) -> DocumentInfo:
+    return DocumentInfo(
+        workspace_id=partition.workspace_id,
+        agent_id=partition.owner_id if partition.kind == "agent" else "",
+        crew_id=partition.owner_id if partition.kind == "crew" else "",
+        tier=doc.tier,
+        label=label,
+        bytes=doc.size,
+        subjects=_subjects(doc),
+        digest=doc.digest,
+        updated_at=doc.updated_at,
+    )
 
 
 def _scratch(tmp: Path) -> dict[str, Any]:

@@ -21,10 +21,13 @@ from memvault.errors import InvalidRequest
 __all__ = [
     "CAPS",
     "Capability",
+    "DocumentInfo",
     "DocumentRef",
     "ForgetRequest",
     "ForgetResult",
     "HealthStatus",
+    "ListDocumentsRequest",
+    "ListDocumentsResult",
     "Mode",
     "Partition",
     "Quarantine",
@@ -84,8 +87,9 @@ class Capability:
     DURABLE: Final = "durable"  # acknowledged writes survive kill -9 (P11)
     REMOTE: Final = "remote"  # answers over a network: 1000 ms health deadline (P26)
     QUARANTINE: Final = "quarantine"  # keeps quarantine copies of rejected writes (P30)
+    LIST_DOCUMENTS: Final = "list_documents"  # enumerates documents (memvault_list_documents, P32)
 
-    ALL: Final = frozenset({CASCADE_FORGET, MULTI_PROCESS, DURABLE, REMOTE, QUARANTINE})
+    ALL: Final = frozenset({CASCADE_FORGET, MULTI_PROCESS, DURABLE, REMOTE, QUARANTINE, LIST_DOCUMENTS})
 
 
 #: Size caps on the final body in bytes (contract P9). ``None``: no cap.
@@ -614,3 +618,93 @@ class HealthStatus:
     ok: bool
     message: str = ""
     checked_at: _dt.datetime = field(factory=_now, validator=_aware)
+
+
+# -- enumeration (P32) ---------------------------------------------------------
+
+
+@frozen(kw_only=True)
+class ListDocumentsRequest:
+    """Enumerate stored documents (contract P32): the hook behind export and ``memvault inspect``.
+
+    Every field narrows the listing; an empty one does not. ``workspace_id``
+    empty lists every workspace. ``agent_id`` and ``crew_id`` select partitions:
+    with neither, every partition; with one or both, the documents of that
+    agent and of that crew. ``tier`` keeps one tier (empty: all).
+    """
+
+    workspace_id: str = field(default="", validator=_identifier(False))
+    agent_id: str = field(default="", validator=_identifier(False))
+    crew_id: str = field(default="", validator=_identifier(False))
+    tier: Tier | None = field(default=None, converter=_to_optional_tier)
+
+    def includes(self, *, workspace_id: str, agent_id: str, crew_id: str, tier: Tier | str) -> bool:
+        """Whether a document of this workspace, owner and tier belongs in the listing.
+
+        Providers may filter in storage and use this for what remains.
+        """
+        if self.workspace_id and workspace_id != self.workspace_id:
+            return False
+        if self.tier is not None and tier != self.tier:
+            return False
+        if not self.agent_id and not self.crew_id:
+            return True
+        return bool((self.agent_id and agent_id == self.agent_id) or (self.crew_id and crew_id == self.crew_id))
+
+
+def _subject_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise ValueError("subjects must be a sequence of data subject ids, not one string")
+    return tuple(sorted(set(value)))
+
+
+def _non_negative(instance: object, attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+
+
+def _optional_aware(instance: object, attribute: Any, value: Any) -> None:
+    if value is not None and (not isinstance(value, _dt.datetime) or value.utcoffset() is None):
+        raise ValueError(f"{attribute.name} must be a timezone-aware datetime or None")
+
+
+@frozen(kw_only=True)
+class DocumentInfo:
+    """One stored document as the enumerate hook reports it, without its body.
+
+    ``agent_id`` is set for the agent tiers and ``crew_id`` for ``CREW`` (the
+    other is ``""``). ``subjects`` are the data subjects the document carries
+    (P13), sorted; ``digest`` is the hex sha256 of the body's UTF-8 bytes and
+    ``bytes`` their count; ``updated_at`` the last accepted write, when the
+    provider knows it.
+    """
+
+    workspace_id: str
+    agent_id: str = ""
+    crew_id: str = ""
+    tier: Tier = field(converter=_to_tier)
+    label: str
+    bytes: int = field(validator=_non_negative)
+    subjects: tuple[str, ...] = field(default=(), converter=_subject_tuple)
+    digest: str
+    updated_at: _dt.datetime | None = field(default=None, validator=_optional_aware)
+
+    @property
+    def key(self) -> str:
+        """The tier key of the label (the date of a daily document, the slug of a peer)."""
+        return parse_label(self.label, "label")[1]
+
+    @property
+    def sort_key(self) -> tuple[str, str, str, str]:
+        return (self.workspace_id, self.crew_id, self.agent_id, self.label)
+
+
+def _sorted_documents(value: Iterable[DocumentInfo]) -> list[DocumentInfo]:
+    return sorted(value, key=lambda doc: doc.sort_key)
+
+
+@frozen(kw_only=True)
+class ListDocumentsResult:
+    """The matching documents, sorted by (workspace_id, crew_id, agent_id, label)."""
+
+    documents: list[DocumentInfo] = field(factory=list, converter=_sorted_documents)

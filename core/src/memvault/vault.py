@@ -21,6 +21,7 @@ from memvault import hookspecs
 from memvault.errors import (
     InvalidRequest,
     MemvaultError,
+    NotSupported,
     PluginError,
     UpstreamError,
     UpstreamTimeout,
@@ -31,6 +32,8 @@ from memvault.models import (
     ForgetRequest,
     ForgetResult,
     HealthStatus,
+    ListDocumentsRequest,
+    ListDocumentsResult,
     ReadRequest,
     ReadResult,
     RecallRequest,
@@ -144,6 +147,21 @@ class Vault:
         _expect(request, ForgetRequest)
         return self._call(self._hook.memvault_forget, "forget", ForgetResult, request)
 
+    def list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
+        """Enumerate stored documents, without bodies (contract P32; optional hook).
+
+        :raises NotSupported: naming the provider when it does not implement
+            ``memvault_list_documents``.
+        """
+        _expect(request, ListDocumentsRequest)
+        hook = self._hook.memvault_list_documents
+        if not any(impl.plugin is self.provider for impl in hook.get_hookimpls()):
+            raise NotSupported(
+                f"provider {self.name!r} cannot enumerate its documents (it does not implement "
+                "memvault_list_documents): use a provider with the 'list_documents' capability"
+            )
+        return self._call(hook, "list_documents", ListDocumentsResult, request)
+
     def health(self) -> HealthStatus:
         """Probe the provider under a hard deadline; never raises, never blocks past it (P25-P27)."""
         outcome: list[HealthStatus] = []
@@ -250,6 +268,10 @@ class AsyncVault:
     async def forget(self, request: ForgetRequest) -> ForgetResult:
         """Awaitable :meth:`Vault.forget`."""
         return await asyncio.to_thread(self.vault.forget, request)
+
+    async def list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
+        """Awaitable :meth:`Vault.list_documents`."""
+        return await asyncio.to_thread(self.vault.list_documents, request)
 
     async def health(self) -> HealthStatus:
         """Awaitable :meth:`Vault.health`, under the same deadline."""

@@ -14,7 +14,7 @@ import cattrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 
 from memvault.errors import InvalidRequest
-from memvault.models import RecallResult, RecallSnippet
+from memvault.models import DocumentInfo, ListDocumentsResult, RecallResult, RecallSnippet
 
 __all__ = ["converter", "structure", "unstructure"]
 
@@ -68,6 +68,19 @@ def _structure_recall_result(value: object, _: type) -> RecallResult:
 
 
 converter.register_structure_hook(RecallResult, _structure_recall_result)
+
+
+def _structure_list_documents_result(value: object, _: type) -> ListDocumentsResult:
+    # Like RecallResult: the attrs converter sorts, it does not structure the items.
+    if not isinstance(value, dict):
+        raise ValueError(f"expected an object, got {type(value).__name__}")
+    extra = set(value) - {"documents"}
+    if extra:
+        raise ForbiddenExtraKeysError("", ListDocumentsResult, extra)
+    return ListDocumentsResult(documents=[converter.structure(doc, DocumentInfo) for doc in value.get("documents", [])])
+
+
+converter.register_structure_hook(ListDocumentsResult, _structure_list_documents_result)
 
 
 def _first_invalid_request(exc: BaseException) -> InvalidRequest | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from memvault_parity.concurrency import ConcurrencyTests, CrashTests, MultiProcessTests
 from memvault_parity.forget import ForgetTests, ReadTests, SubjectErasureTests
 from memvault_parity.health import HealthTests
+from memvault_parity.listing import ListingTests
 from memvault_parity.partitions import PartitionTests
 from memvault_parity.recall import RecallTests
 from memvault_parity.retain import CapTests, ModeTests, TierTests
@@ -38,6 +39,7 @@ class ProviderSuite(
     MultiProcessTests,
     CrashTests,
     ScannerTests,
+    ListingTests,
 ):
     """The whole provider contract (P1-P28). Subclass it and set ``provider``.
 

@@ -31,6 +31,7 @@ VERB_BODIES = {
     "/v1/retain": {"agent_id": "a1", "tier": "AGENT", "content": "x\n", "mode": "append"},
     "/v1/forget": {"agent_id": "a1", "id": "AGENT.md"},
     "/v1/quarantine/list": {},
+    "/v1/documents/list": {},
 }
 
 
@@ -132,6 +133,35 @@ def test_no_token_ever_reaches_a_workspace_it_is_not_bound_to(
     assert response.status_code == 200, response.text
     texts = [response.json()["content"]] if path == "/v1/read" else [h["snippet"] for h in response.json()["hits"]]
     assert texts == [f"note of {ws}"] or texts == [f"note of {ws}\n"]
+
+
+def _listed(response: object) -> set[str]:
+    return {d["workspace_id"] for d in response.json()["documents"]}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("token", ["alpha-only", "team-prefix", "two-exact"])
+def test_listing_every_workspace_needs_a_token_for_all_of_them(client: TestClient, token: str) -> None:
+    """An empty workspace_id lists every workspace: a token bound to some of them gets 403, and no names."""
+    response = client.post("/v1/documents/list", json={}, headers=_bearer(token))
+    assert response.status_code == 403
+    assert response.json()["error"]["type"] == "Unauthorized"
+    assert not any(ws in response.text for ws in WORKSPACES)
+    explicit = client.post("/v1/documents/list", json={"workspace_id": ""}, headers=_bearer(token))
+    assert explicit.status_code == 403
+
+
+def test_a_token_for_every_workspace_lists_them_all(client: TestClient) -> None:
+    response = client.post("/v1/documents/list", json={}, headers=_bearer("everything"))
+    assert response.status_code == 200, response.text
+    assert _listed(response) == set(WORKSPACES)
+
+
+@pytest.mark.parametrize(("token", "ws"), [("alpha-only", "alpha"), ("team-prefix", "team-red"), ("two-exact", "beta")])
+def test_listing_a_workspace_returns_only_that_workspace(client: TestClient, token: str, ws: str) -> None:
+    response = client.post("/v1/documents/list", json={"workspace_id": ws}, headers=_bearer(token))
+    assert response.status_code == 200, response.text
+    assert _listed(response) == {ws}
+    assert [d["label"] for d in response.json()["documents"]] == ["AGENT.md"]
 
 
 @given(ws=st.from_regex(r"[A-Za-z0-9_:@-][A-Za-z0-9._:@-]{0,20}", fullmatch=True))

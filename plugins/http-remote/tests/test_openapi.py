@@ -57,6 +57,11 @@ CALLS: list[tuple[str, str, Any, dict[str, str]]] = [
         {"workspace_id": "w-1", "label": "AGENT.md", "category": "c", "pattern": "p", "sha256": "s", "content": "b"},
         AUTH,
     ),
+    ("POST", "/v1/documents/list", {"workspace_id": "w-1"}, AUTH),
+    ("POST", "/v1/documents/list", {"workspace_id": "w-1", "agent_id": "a1", "tier": "AGENT"}, AUTH),
+    ("POST", "/v1/documents/list", {}, AUTH),  # 403: the token does not cover every workspace
+    ("POST", "/v1/documents/list", {"workspace_id": "w-1", "tier": "nope"}, AUTH),  # 400
+    ("POST", "/v1/documents/list", {"workspace_id": "other"}, AUTH),  # 403
     ("GET", "/v1/health", None, {}),
     ("GET", "/v1/capabilities", None, AUTH),
     ("GET", "/v1/capabilities", None, {}),  # 401
@@ -108,6 +113,7 @@ def test_request_schemas_accept_what_the_client_sends() -> None:
         "RecallRequest": memvault.RecallRequest(**W, query="q"),
         "ReadRequest": memvault.ReadRequest(**W, tier="peers", key="bob"),
         "ForgetRequest": memvault.ForgetRequest(**W, id="pins.md"),
+        "ListDocumentsRequest": memvault.ListDocumentsRequest(workspace_id="w-1", tier="daily"),
     }
     for name, request in requests.items():
         schema = {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
@@ -120,7 +126,9 @@ schemathesis = pytest.importorskip("schemathesis")
 _fuzz_schema = schemathesis.openapi.from_asgi("/v1/openapi.json", _app())
 
 
-@_fuzz_schema.include(path_regex="^/v1/(retain|recall|read|forget|quarantine/.*|health|capabilities)$").parametrize()
+@_fuzz_schema.include(
+    path_regex="^/v1/(retain|recall|read|forget|documents/list|quarantine/.*|health|capabilities)$"
+).parametrize()
 def test_fuzzing_from_the_document_finds_no_server_error(case: Any) -> None:
     """Generated bodies (valid and invalid) never produce a 5xx, and every answer matches the document."""
     from schemathesis.checks import not_a_server_error

@@ -8,12 +8,17 @@ Replace the dictionary with your storage. What makes it a provider:
   name, with its capabilities and ``scratch`` settings for an empty store;
 * the entry point in ``pyproject.toml`` pointing at this module.
 
+Optional hooks add capabilities: ``memvault_list_documents`` (declare
+``list_documents``) lets ``memvault export``/``inspect`` enumerate the store.
+
 Requests arrive validated (identifiers, tiers, modes, keys, limits): do not
 check them again. Enforce the size cap with ``check_cap`` before writing.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,9 +28,12 @@ import memvault
 from memvault import text
 from memvault.models import (
     Capability,
+    DocumentInfo,
     ForgetRequest,
     ForgetResult,
     HealthStatus,
+    ListDocumentsRequest,
+    ListDocumentsResult,
     Partition,
     ReadRequest,
     ReadResult,
@@ -47,14 +55,16 @@ NAME = "template-provider"
 class _Entry:
     """One stored document: its body, what it belongs to, and its search index."""
 
-    __slots__ = ("body", "index", "size", "subject", "tier")
+    __slots__ = ("body", "digest", "index", "size", "subject", "tier", "updated_at")
 
     def __init__(self, label: str, tier: Tier, body: str, subject: str) -> None:
         self.tier = tier
         self.body = body
         self.size = len(body.encode("utf-8"))
+        self.digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
         self.subject = subject
         self.index = text.index_document(label, body)
+        self.updated_at = dt.datetime.now(dt.timezone.utc)
 
 
 class TemplateProvider:
@@ -64,7 +74,7 @@ class TemplateProvider:
         arguments and arrive from memvault.toml or ``--option key=value``.
     """
 
-    capabilities = frozenset({Capability.CASCADE_FORGET})
+    capabilities = frozenset({Capability.CASCADE_FORGET, Capability.LIST_DOCUMENTS})
 
     def __init__(self, namespace: str = "default") -> None:
         self.namespace = namespace
@@ -121,6 +131,32 @@ class TemplateProvider:
             for key in doomed:
                 del self._store[key]
             return ForgetResult(removed=len(doomed))
+
+    @memvault.hookimpl
+    def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
+        """Optional: enumerate documents without their bodies (the ``list_documents`` capability)."""
+        found = []
+        with self._guard:
+            for (partition, label), entry in self._store.items():
+                agent_id = partition.owner_id if partition.kind == "agent" else ""
+                crew_id = partition.owner_id if partition.kind == "crew" else ""
+                if request.includes(
+                    workspace_id=partition.workspace_id, agent_id=agent_id, crew_id=crew_id, tier=entry.tier
+                ):
+                    found.append(
+                        DocumentInfo(
+                            workspace_id=partition.workspace_id,
+                            agent_id=agent_id,
+                            crew_id=crew_id,
+                            tier=entry.tier,
+                            label=label,
+                            bytes=entry.size,
+                            subjects=(entry.subject,) if entry.subject else (),
+                            digest=entry.digest,
+                            updated_at=entry.updated_at,
+                        )
+                    )
+        return ListDocumentsResult(documents=found)  # the result sorts them
 
     @memvault.hookimpl
     def memvault_health(self) -> HealthStatus:

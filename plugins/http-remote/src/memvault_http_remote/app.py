@@ -9,6 +9,7 @@ Routes (all under ``/v1``; bodies and results are the :mod:`memvault.wire` shape
 ``/v1/forget``             POST    :class:`~memvault.ForgetRequest` -> ``ForgetResult``
 ``/v1/health``             GET     ``HealthStatus``; no token needed, nothing about tenants
 ``/v1/capabilities``       GET     the provider's name and declared capabilities
+``/v1/documents/list``     POST    :class:`~memvault.ListDocumentsRequest` -> ``ListDocumentsResult``
 ``/v1/quarantine/keep``    POST    ``QuarantineRecord`` -> ``{"kept": bool}``
 ``/v1/quarantine/list``    POST    ``{"workspace_id"}`` -> ``{"records": [...] | null}``
 ``/v1/quarantine/get``     POST    ``{"workspace_id", "sha256"}`` -> ``{"record": ... | null}``
@@ -42,6 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memvault.errors import InvalidRequest, MemvaultError, Unauthorized, UpstreamError, UpstreamTimeout
 from memvault.models import (
     ForgetRequest,
+    ListDocumentsRequest,
     QuarantineRecord,
     ReadRequest,
     RecallRequest,
@@ -212,6 +214,24 @@ class _Service:
         self.authenticate(request)
         return JSONResponse({"provider": self.vault.name, "capabilities": sorted(self.vault.capabilities)})
 
+    async def list_documents(self, request: Request) -> Response:
+        """Listing one workspace needs a token bound to it; listing every workspace needs a token for ``*``."""
+        entry = self.authenticate(request)
+        data = await self.read_json(request)
+        workspace = data.get("workspace_id", "")
+        if entry is not None and workspace == "" and "*" not in entry.workspaces:
+            raise _HttpError(
+                403,
+                Unauthorized(
+                    "listing every workspace needs a token for all workspaces ('*'): set workspace_id to "
+                    "one this token may touch, or ask the operator for such a token"
+                ),
+            )
+        self.authorize(entry, data)
+        parsed = structure(data, ListDocumentsRequest, what="request body")
+        result = await self.call(lambda: self.vault.list_documents(parsed))
+        return JSONResponse(unstructure(result))
+
     async def quarantine_keep(self, request: Request) -> Response:
         entry = self.authenticate(request)
         data = await self.read_json(request)
@@ -333,6 +353,7 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
         Route(f"{API_PREFIX}/forget", _guard(service.verb(ForgetRequest, vault.forget)), methods=["POST"]),
         Route(f"{API_PREFIX}/health", _guard(service.health), methods=["GET"]),
         Route(f"{API_PREFIX}/capabilities", _guard(service.capabilities), methods=["GET"]),
+        Route(f"{API_PREFIX}/documents/list", _guard(service.list_documents), methods=["POST"]),
         Route(f"{API_PREFIX}/quarantine/keep", _guard(service.quarantine_keep), methods=["POST"]),
         Route(f"{API_PREFIX}/quarantine/list", _guard(service.quarantine_list), methods=["POST"]),
         Route(f"{API_PREFIX}/quarantine/get", _guard(service.quarantine_get), methods=["POST"]),

@@ -9,7 +9,7 @@ numbers, ``ContentRejected``, ``NotSupported``, ``Unauthorized``).
 
 Retries, all inside the one ``timeout`` budget, with exponential backoff:
 
-* recall, read, forget, retain with ``mode="replace"`` and the quarantine calls are
+* recall, read, forget, list documents, retain with ``mode="replace"`` and the quarantine calls are
   idempotent: retried after a connection failure, a dropped connection, a 502
   or a 503.
 * retain with ``mode="append"`` is not idempotent: it is retried only when the
@@ -37,6 +37,8 @@ from memvault.models import (
     ForgetRequest,
     ForgetResult,
     HealthStatus,
+    ListDocumentsRequest,
+    ListDocumentsResult,
     Mode,
     QuarantineRecord,
     ReadRequest,
@@ -196,6 +198,10 @@ class HttpRemoteProvider:
     @hookimpl
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
         return self._call("forget", "/v1/forget", request, ForgetResult, idempotent=True)
+
+    @hookimpl
+    def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
+        return self._call("list documents", "/v1/documents/list", request, ListDocumentsResult, idempotent=True)
 
     @hookimpl
     def memvault_health(self) -> HealthStatus:

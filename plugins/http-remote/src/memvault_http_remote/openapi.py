@@ -126,6 +126,39 @@ _SCHEMAS: Final[dict[str, Any]] = {
         {"provider": {"type": "string"}, "capabilities": {"type": "array", "items": {"type": "string"}}},
         ["provider", "capabilities"],
     ),
+    "ListDocumentsRequest": _obj(
+        {
+            "workspace_id": {
+                "type": "string",
+                "maxLength": 128,
+                "description": "the workspace to list; empty: every workspace (needs a token for '*')",
+            },
+            "agent_id": _OPT_ID,
+            "crew_id": _OPT_ID,
+            "tier": {"oneOf": [{"type": "string", "enum": _TIERS}, {"type": "null"}]},
+        },
+        [],
+        "Enumerate stored documents without their bodies (contract P32).",
+    ),
+    "DocumentInfo": _obj(
+        {
+            "workspace_id": _ID,
+            "agent_id": _OPT_ID,
+            "crew_id": _OPT_ID,
+            "tier": {"type": "string", "enum": _TIERS},
+            "label": {"type": "string"},
+            "bytes": {"type": "integer", "minimum": 0},
+            "subjects": {"type": "array", "items": {"type": "string"}},
+            "digest": {"type": "string", "description": "hex sha256 of the body's UTF-8 bytes"},
+            "updated_at": {"oneOf": [_TIME, {"type": "null"}]},
+        },
+        ["workspace_id", "agent_id", "crew_id", "tier", "label", "bytes", "subjects", "digest", "updated_at"],
+    ),
+    "ListDocumentsResult": _obj(
+        {"documents": {"type": "array", "items": {"$ref": "#/components/schemas/DocumentInfo"}}},
+        ["documents"],
+        "Sorted by workspace_id, crew_id, agent_id, label.",
+    ),
     "QuarantineRecord": _obj(
         {
             "workspace_id": _ID,
@@ -262,6 +295,13 @@ def _build() -> dict[str, Any]:
             "/v1/read": _post("read", "Read one whole document", "ReadRequest", "ReadResult", [*_COMMON, "422"]),
             "/v1/forget": _post(
                 "forget", "Remove a document or a data subject", "ForgetRequest", "ForgetResult", [*_COMMON, "422"]
+            ),
+            "/v1/documents/list": _post(
+                "list_documents",
+                "Enumerate documents (sizes, subjects, digests; no bodies)",
+                "ListDocumentsRequest",
+                "ListDocumentsResult",
+                [*_COMMON, "422"],
             ),
             "/v1/quarantine/keep": _post(
                 "quarantine_keep",

@@ -13,13 +13,19 @@ __all__ = ["CAPABILITIES"]
 
 #: Declared statically (the registry needs them before any URL is known):
 #: ``remote`` and ``multi_process`` hold for the transport itself (any number of
-#: client processes share the server's store); ``cascade_forget`` and
-#: ``quarantine`` are passed through to the server's provider, which answers
-#: ``NotSupported`` (or no quarantine copy) when it lacks them. Serve a provider
+#: client processes share the server's store); ``cascade_forget``,
+#: ``quarantine`` and ``list_documents`` are passed through to the server's
+#: provider, which answers ``NotSupported`` (or no quarantine copy) when it lacks them. Serve a provider
 #: that has both (sqlite, memory) for full parity; ``GET /v1/capabilities``
 #: tells what the server's provider declares.
 CAPABILITIES = frozenset(
-    {Capability.REMOTE, Capability.MULTI_PROCESS, Capability.CASCADE_FORGET, Capability.QUARANTINE}
+    {
+        Capability.REMOTE,
+        Capability.MULTI_PROCESS,
+        Capability.CASCADE_FORGET,
+        Capability.QUARANTINE,
+        Capability.LIST_DOCUMENTS,
+    }
 )
 
 

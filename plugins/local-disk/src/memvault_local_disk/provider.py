@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
@@ -37,9 +38,12 @@ from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
 from memvault.markers import hookimpl
 from memvault.models import (
     Capability,
+    DocumentInfo,
     ForgetRequest,
     ForgetResult,
     HealthStatus,
+    ListDocumentsRequest,
+    ListDocumentsResult,
     Partition,
     QuarantineRecord,
     ReadRequest,
@@ -166,7 +170,13 @@ class LocalDiskProvider:
     """
 
     capabilities: Final = frozenset(
-        {Capability.MULTI_PROCESS, Capability.DURABLE, Capability.QUARANTINE, Capability.CASCADE_FORGET}
+        {
+            Capability.MULTI_PROCESS,
+            Capability.DURABLE,
+            Capability.QUARANTINE,
+            Capability.CASCADE_FORGET,
+            Capability.LIST_DOCUMENTS,
+        }
     )
 
     def __init__(self, root: Path | str, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
@@ -318,6 +328,72 @@ class LocalDiskProvider:
                 "or free disk space",
             )
         return HealthStatus(ok=True)
+
+    @hookimpl
+    def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
+        documents: list[DocumentInfo] = []
+        with self._storage("list the memory files"):
+            if request.workspace_id:
+                workspaces = [request.workspace_id]
+            else:
+                with fs.open_dir(self.root, (), create=False) as root:
+                    workspaces = _folders(root)
+            for workspace in workspaces:
+                for kind, folder in (("agent", "agents"), ("crew", "crews")):
+                    with fs.open_dir(self.root, (workspace, folder), create=False) as owners:
+                        names = _folders(owners)
+                    for owner in names:
+                        partition = Partition(workspace_id=workspace, kind=kind, owner_id=owner)
+                        documents.extend(self._list_partition(partition, request))
+        return ListDocumentsResult(documents=documents)
+
+    def _list_partition(self, partition: Partition, request: ListDocumentsRequest) -> Iterator[DocumentInfo]:
+        agent_id = partition.owner_id if partition.kind == "agent" else ""
+        crew_id = partition.owner_id if partition.kind == "crew" else ""
+        tiers = [Tier.CREW] if partition.kind == "crew" else [t for t in Tier if t.is_agent_tier]
+        tiers = [t for t in tiers if request.includes(
+            workspace_id=partition.workspace_id, agent_id=agent_id, crew_id=crew_id, tier=t
+        )]  # fmt: skip
+        parts = _partition_parts(partition)
+        for tier in tiers:
+            sub = _SUBDIR_TIERS.get(tier)
+            folder = parts if sub is None else (*parts, sub)
+            with fs.open_dir(self.root, folder, create=False) as handle:
+                if handle is None:
+                    continue
+                if sub is None:
+                    names = [_FIXED_FILES[tier]]
+                else:
+                    with os.scandir(handle.fd) as entries:
+                        names = sorted(e.name for e in entries if not e.name.startswith("."))
+                for name in names:
+                    label = name if sub is None else f"{sub}/{name}"
+                    if sub is not None:
+                        try:
+                            parse_label(label)
+                        except InvalidRequest:
+                            continue  # not a document name (an editor's backup, a stray file)
+                    st = fs.lstat(handle, name)
+                    if st is None:
+                        continue
+                    if not stat.S_ISREG(st.st_mode):
+                        log.warning("listing skipped %s: it is a symlink or not a regular file", label)
+                        continue
+                    found = fs.read_file(handle, name)
+                    if found is None:
+                        continue  # removed meanwhile
+                    data, opened = found
+                    yield DocumentInfo(
+                        workspace_id=partition.workspace_id,
+                        agent_id=agent_id,
+                        crew_id=crew_id,
+                        tier=tier,
+                        label=label,
+                        bytes=len(data),
+                        subjects=_subjects(handle, name),
+                        digest=hashlib.sha256(data).hexdigest(),
+                        updated_at=dt.datetime.fromtimestamp(opened.st_mtime, dt.timezone.utc),
+                    )
 
     # -- quarantine -----------------------------------------------------------
 
@@ -573,6 +649,30 @@ class LocalDiskProvider:
                     removed += 1
                 self._cache.drop((*parts, name))
         return removed
+
+
+def _folders(handle: fs.DirHandle | None) -> list[str]:
+    """The sub-folders of ``handle`` named like identifiers (P3); provider files and dot folders are not."""
+    if handle is None:
+        return []
+    with os.scandir(handle.fd) as entries:
+        names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+    out = []
+    for name in names:
+        try:
+            out.append(validate_identifier(name, "folder"))
+        except InvalidRequest:
+            continue
+    return out
+
+
+def _subjects(handle: fs.DirHandle, name: str) -> tuple[str, ...]:
+    """The data subjects a document carries (P13), as this layout stores them (the ``.<name>.subject`` tag)."""
+    found = fs.read_file(handle, _subject_name(name))
+    if found is None:
+        return ()
+    subject = found[0].decode("ascii", "replace").strip()
+    return (subject,) if subject else ()
 
 
 class _Quarantine:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import random
 import sqlite3
@@ -20,9 +21,12 @@ from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
 from memvault.markers import hookimpl
 from memvault.models import (
     Capability,
+    DocumentInfo,
     ForgetRequest,
     ForgetResult,
     HealthStatus,
+    ListDocumentsRequest,
+    ListDocumentsResult,
     ReadRequest,
     ReadResult,
     RecallRequest,
@@ -61,7 +65,13 @@ class SqliteProvider:
     """
 
     capabilities: Final = frozenset(
-        {Capability.MULTI_PROCESS, Capability.DURABLE, Capability.CASCADE_FORGET, Capability.QUARANTINE}
+        {
+            Capability.MULTI_PROCESS,
+            Capability.DURABLE,
+            Capability.CASCADE_FORGET,
+            Capability.QUARANTINE,
+            Capability.LIST_DOCUMENTS,
+        }
     )
 
     def __init__(self, path: str = "memvault.db", timeout: float = 10.0, synchronous: str = "full") -> None:
@@ -418,6 +428,51 @@ class SqliteProvider:
     def memvault_health(self) -> HealthStatus:
         return health(self)
 
+    @hookimpl
+    def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
+        where: list[str] = []
+        params: list[str] = []
+        for column, value in (
+            ("workspace_id", request.workspace_id),
+            ("tier", request.tier.value if request.tier else ""),
+        ):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
+        owners = [(c, v) for c, v in (("agent_id", request.agent_id), ("crew_id", request.crew_id)) if v]
+        if owners:
+            where.append("(" + " OR ".join(f"{column} = ?" for column, _ in owners) + ")")
+            params.extend(value for _, value in owners)
+        sql = (
+            "SELECT id, workspace_id, agent_id, crew_id, tier, label, size, sha256, updated_at, data_subject_id"
+            " FROM documents" + (" WHERE " + " AND ".join(where) if where else "")
+        )
+
+        def listing() -> ListDocumentsResult:
+            conn = self._conn()
+            conn.execute("BEGIN")  # one snapshot for the rows and their subjects
+            try:
+                rows = conn.execute(sql, params).fetchall()
+                documents = [
+                    DocumentInfo(
+                        workspace_id=row[1],
+                        agent_id=row[2],
+                        crew_id=row[3],
+                        tier=row[4],
+                        label=row[5],
+                        bytes=int(row[6]),
+                        subjects=_subjects(conn, row),
+                        digest=row[7],
+                        updated_at=_dt.datetime.fromisoformat(row[8]) if row[8] else None,
+                    )
+                    for row in rows
+                ]
+            finally:
+                conn.execute("COMMIT")
+            return ListDocumentsResult(documents=documents)
+
+        return self._retry(listing, "list_documents")
+
     # -- quarantine (P30) ------------------------------------------------------
 
     @hookimpl
@@ -479,6 +534,12 @@ class SqliteProvider:
 _QCOLS: Final = (
     "workspace_id, agent_id, crew_id, label, category, pattern, sha256, content, created_at, data_subject_id"
 )
+
+
+def _subjects(conn: sqlite3.Connection, row: tuple[object, ...]) -> tuple[str, ...]:
+    """The data subjects a document carries (P13), as this schema stores them (``documents.data_subject_id``)."""
+    subject = row[9]
+    return (str(subject),) if subject else ()
 
 
 def _record(row: tuple[str, ...]) -> _QuarantineRecord:

@@ -1,0 +1,612 @@
+"""Moving memory between providers: the versioned JSON Lines export format, export and import.
+
+An export file is UTF-8 JSON Lines, one object per line, each with a ``kind``:
+
+1. ``header``: ``{"kind": "header", "format": "memvault-export", "version": 1,
+   "created_at": ..., "provider": ..., "workspace_id": ...}`` (``workspace_id``
+   empty: every workspace);
+2. ``document`` lines: ``{"kind": "document", "document": DocumentInfo, "body": ...}``;
+3. ``quarantine`` lines: ``{"kind": "quarantine", "record": QuarantineRecord}``;
+4. ``end``: ``{"kind": "end", "documents": N, "quarantine": M, "withheld": W}``.
+
+The shapes are :mod:`memvault.wire`'s. The trailer makes a truncated file an
+error instead of a silent partial import; each document's ``digest`` and
+``bytes`` make a damaged body an error naming its line.
+
+Import reads the file twice: the first pass checks every line and compares the
+file with the target store, and refuses (writing nothing) on a malformed or
+newer-version file or on a document the target holds with other content; the
+second pass writes. It writes through the public ``retain`` verb: a body with
+subjects ``s1..sn`` is stored with one ``replace`` per subject, which leaves
+the body unchanged and, by contract P13, tags the document with every subject.
+Documents and quarantine copies the target already holds are skipped, so a
+second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import IO, Any, Final
+
+import attrs
+from attrs import field, frozen
+
+from memvault.errors import InvalidRequest, MemvaultError, NotSupported
+from memvault.models import (
+    DocumentInfo,
+    ForgetRequest,
+    ListDocumentsRequest,
+    QuarantineRecord,
+    ReadRequest,
+    RetainRequest,
+    Tier,
+    check_cap,
+    parse_label,
+)
+from memvault.vault import Vault
+from memvault.wire import structure, unstructure
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "ExportFileError",
+    "ExportSummary",
+    "ImportConflict",
+    "ImportSummary",
+    "Mismatch",
+    "export_store",
+    "import_store",
+    "verify_import",
+]
+
+FORMAT: Final = "memvault-export"
+VERSION: Final = 1
+
+Progress = Callable[[int], None]
+
+
+class ExportFileError(InvalidRequest):
+    """The export file is malformed, damaged, truncated or from a newer memvault; ``line`` says where."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        super().__init__(f"{path}, line {line}: {message}", field="file")
+        self.path = path
+        self.line = line
+
+
+class ImportConflict(InvalidRequest):
+    """The target holds documents with other content than the file's; nothing was written."""
+
+    def __init__(self, conflicts: list[str]) -> None:
+        shown = "; ".join(conflicts[:5]) + (f"; and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
+        super().__init__(
+            f"{len(conflicts)} document(s) already exist in the target with other content ({shown}); nothing "
+            "was written: import into an empty store, or pass --replace to overwrite them with the file's",
+            field="file",
+        )
+        self.conflicts = conflicts
+
+
+# -- the line shapes -----------------------------------------------------------------
+
+
+@frozen(kw_only=True)
+class ExportHeader:
+    format: str
+    version: int
+    created_at: _dt.datetime
+    provider: str = ""
+    workspace_id: str = ""
+
+
+@frozen(kw_only=True)
+class ExportedDocument:
+    document: DocumentInfo
+    body: str
+
+
+@frozen(kw_only=True)
+class ExportedQuarantine:
+    record: QuarantineRecord
+
+
+@frozen(kw_only=True)
+class ExportEnd:
+    documents: int
+    quarantine: int
+    withheld: int = 0
+
+
+_KINDS: Final[dict[str, type]] = {
+    "header": ExportHeader,
+    "document": ExportedDocument,
+    "quarantine": ExportedQuarantine,
+    "end": ExportEnd,
+}
+
+
+def _line(kind: str, value: object) -> str:
+    return json.dumps({"kind": kind, **unstructure(value)}, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _digest(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+# -- export ----------------------------------------------------------------------------
+
+
+@frozen(kw_only=True)
+class ExportSummary:
+    """What an export wrote; ``withheld`` lists documents whose text the provider would not return."""
+
+    documents: int
+    quarantine: int
+    bytes: int
+    withheld: list[str] = field(factory=list)
+
+
+def _read_request(info: DocumentInfo) -> ReadRequest:
+    tier, key = parse_label(info.label, "label")
+    return ReadRequest(workspace_id=info.workspace_id, agent_id=info.agent_id, crew_id=info.crew_id, tier=tier, key=key)
+
+
+def _where(info: DocumentInfo) -> str:
+    owner = f"crew {info.crew_id}" if info.tier is Tier.CREW else f"agent {info.agent_id}"
+    return f"{info.label} of {owner} in workspace {info.workspace_id}"
+
+
+def _has_hook(vault: Vault, hook: str) -> bool:
+    return any(impl.plugin is vault.provider for impl in getattr(vault.plugin_manager.hook, hook).get_hookimpls())
+
+
+def export_store(
+    vault: Vault,
+    out: IO[str],
+    *,
+    workspace_id: str = "",
+    on_total: Progress | None = None,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write one workspace (or every one, for ``""``) of ``vault`` to ``out`` as an export file.
+
+    Open the vault with ``scanner="off"`` to export every body as stored: with a
+    scanner, a quarantined document reads back as a placeholder and is withheld.
+
+    :param on_total: called once with the number of documents to export.
+    :param progress: called with 1 after each document.
+    :raises NotSupported: when the provider cannot enumerate its documents.
+    """
+    listing = vault.list_documents(ListDocumentsRequest(workspace_id=workspace_id)).documents
+    if on_total is not None:
+        on_total(len(listing))
+    header = ExportHeader(
+        format=FORMAT,
+        version=VERSION,
+        created_at=_dt.datetime.now(_dt.timezone.utc),
+        provider=vault.name,
+        workspace_id=workspace_id,
+    )
+    out.write(_line("header", header))
+    written = size = 0
+    withheld: list[str] = []
+    for info in listing:
+        result = vault.read(_read_request(info))
+        if result.quarantine is not None:
+            withheld.append(_where(info))
+        elif result.content:  # "" means it was removed after the listing
+            body = result.content
+            current = attrs.evolve(info, bytes=len(body.encode("utf-8")), digest=_digest(body))
+            out.write(_line("document", ExportedDocument(document=current, body=body)))
+            written += 1
+            size += current.bytes
+        if progress is not None:
+            progress(1)
+    records = 0
+    if _has_hook(vault, "memvault_quarantine_list"):
+        workspaces = [workspace_id] if workspace_id else sorted({d.workspace_id for d in listing})
+        for ws in workspaces:
+            found = vault.plugin_manager.hook.memvault_quarantine_list(workspace_id=ws) or []
+            for record in sorted(found, key=lambda r: r.created_at):
+                out.write(_line("quarantine", ExportedQuarantine(record=record)))
+                records += 1
+    out.write(_line("end", ExportEnd(documents=written, quarantine=records, withheld=len(withheld))))
+    return ExportSummary(documents=written, quarantine=records, bytes=size, withheld=withheld)
+
+
+# -- reading a file --------------------------------------------------------------------
+
+
+def _entries(path: Path) -> Iterator[tuple[int, object]]:
+    """Every line of an export file after the header, checked; the trailer last. Raises ExportFileError."""
+    name = str(path)
+    try:
+        handle = path.open("r", encoding="utf-8", newline="\n")
+    except OSError as exc:
+        raise InvalidRequest(f"cannot open export file {name}: {exc.strerror or exc}", field="file") from exc
+    with handle:
+        number = 0
+        header: ExportHeader | None = None
+        end: ExportEnd | None = None
+        counts = {"document": 0, "quarantine": 0}
+        while True:
+            try:
+                raw = handle.readline()
+            except UnicodeDecodeError as exc:
+                raise ExportFileError(name, number + 1, f"not UTF-8 text ({exc.reason})") from None
+            if not raw:
+                break
+            number += 1
+            if end is not None:
+                raise ExportFileError(name, number, "text after the end line: the file was damaged or concatenated")
+            if not raw.endswith("\n"):
+                raise ExportFileError(name, number, "the last line is cut off: the file is truncated")
+            data = _parse(name, number, raw)
+            kind = data.pop("kind", None)
+            if header is None:
+                header = _header(name, number, kind, data)
+                continue
+            cls = _KINDS.get(kind) if isinstance(kind, str) else None
+            if cls is None or cls is ExportHeader:
+                raise ExportFileError(name, number, f"unknown line kind {kind!r}: expected document, quarantine or end")
+            try:
+                entry: object = structure(data, cls, what=f"{kind} line")
+            except InvalidRequest as exc:
+                raise ExportFileError(name, number, str(exc)) from None
+            if isinstance(entry, ExportEnd):
+                if (entry.documents, entry.quarantine) != (counts["document"], counts["quarantine"]):
+                    raise ExportFileError(
+                        name,
+                        number,
+                        f"the end line counts {entry.documents} documents and {entry.quarantine} quarantine "
+                        f"copies, the file holds {counts['document']} and {counts['quarantine']}: it was edited "
+                        "or damaged",
+                    )
+                end = entry
+            elif isinstance(entry, ExportedDocument):
+                _check_document(name, number, entry)
+                counts["document"] += 1
+            else:
+                counts["quarantine"] += 1
+            yield number, entry
+        if header is None:
+            raise ExportFileError(name, max(number, 1), "the file is empty: it is not a memvault export")
+        if end is None:
+            raise ExportFileError(
+                name, number + 1, "the end line is missing: the file is truncated (the export did not finish)"
+            )
+
+
+def _parse(name: str, number: int, raw: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ExportFileError(name, number, f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ExportFileError(name, number, f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _header(name: str, number: int, kind: object, data: dict[str, Any]) -> ExportHeader:
+    if kind != "header" or data.get("format") != FORMAT:
+        raise ExportFileError(name, number, f"not a memvault export file (its first line is not a {FORMAT!r} header)")
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ExportFileError(name, number, f"the header's version {version!r} is not a positive integer")
+    if version > VERSION:
+        raise ExportFileError(
+            name,
+            number,
+            f"the file has format version {version}, newer than the {VERSION} this memvault reads (a newer "
+            "memvault wrote it): upgrade memvault to read it",
+        )
+    try:
+        return structure(data, ExportHeader, what="header")
+    except InvalidRequest as exc:
+        raise ExportFileError(name, number, str(exc)) from None
+
+
+def _check_document(name: str, number: int, entry: ExportedDocument) -> None:
+    info = entry.document
+    try:
+        _read_request(info)  # the label, tier and owner must address a real document
+        tier, _key = parse_label(info.label, "label")
+    except InvalidRequest as exc:
+        raise ExportFileError(name, number, str(exc)) from None
+    if tier is not info.tier:
+        raise ExportFileError(name, number, f"label {info.label!r} does not belong to tier {info.tier.value}")
+    if not entry.body:
+        raise ExportFileError(name, number, "the document's body is empty")
+    size = len(entry.body.encode("utf-8"))
+    if size != info.bytes or _digest(entry.body) != info.digest:
+        raise ExportFileError(
+            name, number, f"the body of {info.label} does not match its recorded size and digest: the file is damaged"
+        )
+
+
+# -- import ----------------------------------------------------------------------------
+
+
+@frozen(kw_only=True)
+class ImportSummary:
+    """What an import did: documents written, re-tagged, skipped (already there), and left out."""
+
+    written: int
+    tagged: int
+    unchanged: int
+    quarantine_kept: int
+    quarantine_unchanged: int
+    not_imported: list[str] = field(factory=list)
+
+
+_DocKey = tuple[str, str, str, str]
+
+
+def _key(info: DocumentInfo) -> _DocKey:
+    return (info.workspace_id, info.agent_id, info.crew_id, info.label)
+
+
+class _Target:
+    """What the target store holds, learnt lazily per workspace."""
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+        self.listable = _has_hook(vault, "memvault_list_documents")
+        self.quarantines = _has_hook(vault, "memvault_quarantine_list")
+        self._docs: dict[str, dict[_DocKey, DocumentInfo]] = {}
+        self._copies: dict[str, set[str]] = {}
+
+    def document(self, info: DocumentInfo) -> tuple[str, frozenset[str] | None] | None:
+        """(digest, subjects or None when unknown) of the target's document, or None when it has none."""
+        if self.listable:
+            docs = self._docs.get(info.workspace_id)
+            if docs is None:
+                listing = self.vault.list_documents(ListDocumentsRequest(workspace_id=info.workspace_id))
+                docs = self._docs[info.workspace_id] = {_key(d): d for d in listing.documents}
+            found = docs.get(_key(info))
+            return None if found is None else (found.digest, frozenset(found.subjects))
+        result = self.vault.read(_read_request(info))
+        if not result.content:
+            return None
+        return _digest(result.content), None
+
+    def has_copy(self, record: QuarantineRecord) -> bool:
+        copies = self._copies.get(record.workspace_id)
+        if copies is None:
+            found = self.vault.plugin_manager.hook.memvault_quarantine_list(workspace_id=record.workspace_id) or []
+            copies = self._copies[record.workspace_id] = {r.sha256 for r in found}
+        return record.sha256 in copies
+
+    def kept(self, record: QuarantineRecord) -> None:
+        """Remember a copy just kept, so a second copy of the same body in the file is not kept twice."""
+        self._copies.setdefault(record.workspace_id, set()).add(record.sha256)
+
+
+@frozen(kw_only=True)
+class _Step:
+    action: str  # "write", "replace", "tag", "skip", "refuse"
+    digest: str
+    subjects: tuple[str, ...]  # the subjects to write, in order
+
+
+def _plan(target: _Target, entry: ExportedDocument, replace: bool) -> _Step:
+    info = entry.document
+    have = target.document(info)
+    if have is None:
+        action, subjects = "write", info.subjects
+    elif have[0] == info.digest:
+        known = have[1]
+        subjects = info.subjects if known is None else tuple(s for s in info.subjects if s not in known)
+        action = "tag" if subjects else "skip"
+    else:
+        action, subjects = ("replace" if replace else "conflict"), info.subjects
+    if info.tier is Tier.LESSONS and action not in ("skip", "conflict"):
+        action = "refuse"  # P8: no verb writes lessons; the operator copies them
+    elif action in ("write", "replace", "tag"):
+        check_cap(info.tier, current=0, projected=info.bytes)  # refuse before anything is written
+    return _Step(action=action, digest=info.digest, subjects=subjects)
+
+
+def _retain(vault: Vault, info: DocumentInfo, body: str, subject: str) -> None:
+    tier, key = parse_label(info.label, "label")
+    vault.retain(
+        RetainRequest(
+            workspace_id=info.workspace_id,
+            agent_id=info.agent_id,
+            crew_id=info.crew_id,
+            tier=tier,
+            key=key,
+            content=body,
+            mode="replace",
+            data_subject_id=subject,
+        )
+    )
+
+
+def import_store(
+    vault: Vault,
+    path: Path,
+    *,
+    replace: bool = False,
+    jobs: int = 4,
+    on_total: Progress | None = None,
+    progress: Progress | None = None,
+) -> ImportSummary:
+    """Import an export file into ``vault``; running it again changes nothing.
+
+    Open the vault with ``scanner="off"`` to store bodies exactly as exported
+    (the target's scanner still quarantines them on read-back, P29).
+
+    :param replace: overwrite documents the target holds with other content
+        (each is forgotten first, so it carries only the file's subjects).
+    :param jobs: how many documents are written at once (their order does not matter).
+    :raises ExportFileError: for a malformed, damaged, truncated or newer file, before writing anything.
+    :raises ImportConflict: for documents the target holds with other content, before writing anything.
+    """
+    target = _Target(vault)
+    plan: dict[int, _Step] = {}
+    conflicts: list[str] = []
+    for number, entry in _entries(path):
+        if isinstance(entry, ExportedDocument):
+            step = plan[number] = _plan(target, entry, replace)
+            if step.action == "conflict":
+                conflicts.append(f"{_where(entry.document)} (line {number})")
+    if conflicts:
+        raise ImportConflict(conflicts)
+    if on_total is not None:
+        on_total(len(plan))
+    counts = {"written": 0, "tagged": 0, "unchanged": 0}
+    kept = same = 0
+    refused: list[str] = []
+    pending: set[Future[str]] = set()
+
+    def settle(block_until: int) -> None:
+        """Collect finished writes until at most ``block_until`` are pending; the first error stops the import."""
+        nonlocal pending
+        while len(pending) > block_until:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                error = future.exception()
+                if error is not None:
+                    for other in pending:
+                        other.cancel()
+                    wait(pending)
+                    raise error
+                counts[future.result()] += 1
+                if progress is not None:
+                    progress(1)
+
+    # Writes to different documents are independent: several in flight hide each
+    # write's fsync (local-disk) or commit latency. A document's own writes stay in order.
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="memvault-import") as pool:
+        for number, entry in _entries(path):
+            if isinstance(entry, ExportedQuarantine):
+                record = entry.record
+                if not target.quarantines:
+                    refused.append(f"quarantine copy {record.sha256[:16]} (the target keeps no quarantine copies)")
+                elif target.has_copy(record):
+                    same += 1
+                else:
+                    if vault.plugin_manager.hook.memvault_quarantine_keep(record=record) is not True:
+                        raise MemvaultError(f"provider {vault.name!r} did not keep quarantine copy {record.sha256}")
+                    target.kept(record)
+                    kept += 1
+                continue
+            if not isinstance(entry, ExportedDocument):
+                continue
+            planned = plan.get(number)
+            if planned is None or planned.digest != entry.document.digest:
+                settle(0)
+                raise ExportFileError(
+                    str(path), number, "the file changed while it was being imported: import it again"
+                )
+            if planned.action == "refuse":
+                refused.append(f"{_where(entry.document)} (lessons are read-only through retain: copy them by hand)")
+                continue
+            pending.add(pool.submit(_write, vault, number, entry, planned))
+            settle(max(1, jobs) * 4)
+        settle(0)
+    return ImportSummary(
+        written=counts["written"],
+        tagged=counts["tagged"],
+        unchanged=counts["unchanged"],
+        quarantine_kept=kept,
+        quarantine_unchanged=same,
+        not_imported=refused,
+    )
+
+
+def _write(vault: Vault, number: int, entry: ExportedDocument, step: _Step) -> str:
+    """Carry out one document's planned step; returns what it counts as."""
+    info = entry.document
+    if step.action == "skip":
+        return "unchanged"
+    try:
+        if step.action == "replace":
+            vault.forget(
+                ForgetRequest(
+                    workspace_id=info.workspace_id, agent_id=info.agent_id, crew_id=info.crew_id, id=info.label
+                )
+            )
+        for subject in step.subjects or ("",):
+            _retain(vault, info, entry.body, subject)
+    except MemvaultError as exc:
+        if not _plain(exc):
+            raise
+        raise type(exc)(f"importing {_where(info)} (line {number}): {exc}") from exc
+    return "tagged" if step.action == "tag" else "written"
+
+
+def _plain(exc: MemvaultError) -> bool:
+    """Whether ``type(exc)(message)`` rebuilds the error (types with extra fields are re-raised as they are)."""
+    try:
+        type(exc)("probe")
+    except TypeError:
+        return False
+    return True
+
+
+# -- verify ----------------------------------------------------------------------------
+
+
+@frozen(kw_only=True)
+class Mismatch:
+    """One document or quarantine copy the target does not hold as the file does."""
+
+    line: int
+    what: str
+    problem: str
+
+
+def verify_import(vault: Vault, path: Path, *, progress: Progress | None = None) -> list[Mismatch]:
+    """Compare every document of the file byte for byte with the target (and its subjects, when listable).
+
+    Lessons documents are compared too: an import leaves them out, so they
+    match only once the operator copied them.
+    """
+    target = _Target(vault)
+    problems: list[Mismatch] = []
+    for number, entry in _entries(path):
+        if isinstance(entry, ExportedDocument):
+            info = entry.document
+            result = vault.read(_read_request(info))
+            if result.quarantine is not None:
+                problems.append(
+                    Mismatch(line=number, what=_where(info), problem="the target withholds it (quarantined)")
+                )
+            elif result.content.encode("utf-8") != entry.body.encode("utf-8"):
+                problem = "missing" if not result.content else "its body differs"
+                problems.append(Mismatch(line=number, what=_where(info), problem=problem))
+            else:
+                have = target.document(info)
+                missing = set(info.subjects) - set(have[1] or ()) if have is not None and have[1] is not None else set()
+                if missing:
+                    problems.append(
+                        Mismatch(line=number, what=_where(info), problem=f"lacks subjects {', '.join(sorted(missing))}")
+                    )
+            if progress is not None:
+                progress(1)
+        elif isinstance(entry, ExportedQuarantine) and target.quarantines and not target.has_copy(entry.record):
+            problems.append(
+                Mismatch(line=number, what=f"quarantine copy {entry.record.sha256[:16]}", problem="missing")
+            )
+    return problems
+
+
+def count_documents(path: Path) -> int:
+    """The number of document lines of a valid export file (checks the whole file)."""
+    return sum(1 for _number, entry in _entries(path) if isinstance(entry, ExportedDocument))
+
+
+def supports_listing(vault: Vault) -> None:
+    """:raises NotSupported: when ``vault``'s provider cannot enumerate its documents (export needs it)."""
+    if not _has_hook(vault, "memvault_list_documents"):
+        raise NotSupported(
+            f"provider {vault.name!r} cannot enumerate its documents, so it cannot be exported: use a provider "
+            "with the 'list_documents' capability"
+        )
