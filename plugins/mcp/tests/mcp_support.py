@@ -79,6 +79,13 @@ scope = "value"
 value = "handbook"
 
 [[slots]]
+name = "scratch"
+description = "Working notes of this conversation only."
+provider = "sqlite"
+options = {{ path = "{root / "memory.db"}" }}
+scope = "session"
+
+[[slots]]
 name = "remote"
 description = "A memory service that is down."
 provider = "http-remote"
@@ -159,12 +166,20 @@ class HttpServer:
                 self.proc.wait()
 
     @asynccontextmanager
-    async def client(self, token: str | None) -> AsyncIterator[Client]:
+    async def client(
+        self, token: str | None, *, mode: str = "auto", sent: list[Any] | None = None
+    ) -> AsyncIterator[Client]:
+        """The SDK's client with ``token``; ``mode="legacy"`` opens a stateful session; ``sent`` collects requests."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         timeout = httpx2.Timeout(30.0, read=300.0)
+
+        async def record(request: httpx2.Request) -> None:
+            if sent is not None:
+                sent.append(request)
+
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-            Client(streamable_http_client(self.url, http_client=http)) as client,
+            httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"request": [record]}) as http,
+            Client(streamable_http_client(self.url, http_client=http), mode=mode) as client,
         ):
             yield client
 

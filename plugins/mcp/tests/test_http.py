@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx2
 import pytest
@@ -115,3 +116,35 @@ def test_http_resources_are_the_callers_own_documents(http_server: HttpServer) -
     listed, pins = run(session)
     assert "memvault://profile/AGENT" in listed
     assert "Call me Dee." in pins
+
+
+def test_http_a_stateful_session_answers_only_the_token_that_opened_it(http_server: HttpServer) -> None:
+    """A legacy (handshake) client gets an MCP session id; another token presenting it is not let in."""
+    sent: list[Any] = []
+    note = {"tier": "AGENT", "content": "Draft: quarterly numbers.\n", "mode": "append"}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "scratch__read", "arguments": {"tier": "AGENT"}},
+    }
+
+    async def session() -> httpx2.Response:
+        async with http_server.client(DANA_TOKEN, mode="legacy", sent=sent) as client:
+            assert not (await client.call_tool("scratch__write", note)).is_error
+            found = await client.call_tool("scratch__search", {"q": "quarterly"})
+            assert json.loads(text_of(found))["hits"]  # the same session: its memory is there
+            opened = next(r for r in sent if "mcp-session-id" in r.headers)
+            headers = {
+                "Authorization": f"Bearer {EVE_TOKEN}",
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                "Mcp-Protocol-Version": opened.headers.get("mcp-protocol-version", "2025-06-18"),
+            }
+            async with httpx2.AsyncClient(timeout=10) as other:  # while Dana's session is still open
+                return await other.post(http_server.url, json=call, headers=headers)
+
+    response = run(session)
+    assert response.status_code == 404
+    assert "quarterly" not in response.text

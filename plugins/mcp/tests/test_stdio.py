@@ -20,7 +20,7 @@ def test_stdio_lists_every_slots_tools_with_their_schemas(setup: Path) -> None:
     assert sorted(tools) == sorted(
         [
             f"{slot}__{tool}"
-            for slot in ("profile", "team", "remote")
+            for slot in ("profile", "team", "scratch", "remote")
             for tool in ("read", "write", "search", "append_daily")
         ]
         + ["notes__save", "notes__remove"]

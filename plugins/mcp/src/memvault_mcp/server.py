@@ -15,6 +15,7 @@ the token's name is the principal, its workspaces bound the slots it sees).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import socket
@@ -27,6 +28,8 @@ import anyio
 import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -228,6 +231,8 @@ class BearerTokens:
             await send({"type": "http.response.body", "body": body})
             return
         scope[PRINCIPAL_SCOPE_KEY] = entry
+        # The SDK's own credential check: a stateful MCP session answers only the token that opened it.
+        scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=f"memvault:{entry.sha256}", scopes=[]))
         await self.app(scope, receive, send)
 
 
@@ -243,11 +248,14 @@ def http_caller(tokens: TokenStore, open_principal: str | None) -> CallerOf:
         scope: dict[str, Any] = getattr(request, "scope", None) or {}
         headers = getattr(request, "headers", None)
         session = headers.get(_SESSION_HEADER) if headers is not None else None
-        # No MCP session (stateless requests): a fresh session id, so by-session memory never leaks across requests.
-        session_id = f"mcp-http-{session or uuid.uuid4().hex}"[:128]
+        entry = scope.get(PRINCIPAL_SCOPE_KEY)
+        credential = entry.sha256 if isinstance(entry, TokenEntry) else "open"
+        # No MCP session (stateless requests): a fresh id, so by-session memory never leaks across requests.
+        # The credential is part of the id, so another token presenting the same session id gets other memory.
+        raw = f"{credential}:{session or uuid.uuid4().hex}"
+        session_id = "mcp-http-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:40]
         if not tokens:
             return Caller(principal=open_principal, session_id=session_id)
-        entry = scope.get(PRINCIPAL_SCOPE_KEY)
         if not isinstance(entry, TokenEntry):
             return Caller(principal=None, session_id=session_id, allows=lambda workspace: False)
         return Caller(principal=principal_of(entry), session_id=session_id, allows=entry.allows)
