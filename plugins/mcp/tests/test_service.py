@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp import Client
+from mcp import Client, MCPError
 from mcp_support import run, text_of
 
 import memvault
@@ -65,3 +65,20 @@ def test_structured_content_carries_the_tool_data() -> None:
 
     text, structured = run(session)
     assert json.loads(text) == structured == {"id": "AGENT.md", "bytes": 2, "warning": ""}
+
+
+def test_an_anonymous_caller_lists_no_documents_and_reads_none() -> None:
+    service = _service()
+    anonymous = Caller(principal=None, session_id="s1")
+    assert service.list_resources(anonymous) == []
+    server = build_server(service, _as(None))
+
+    async def session() -> str:
+        async with Client(server) as client:
+            try:
+                await client.read_resource("memvault://m/AGENT")
+            except MCPError as exc:  # the JSON-RPC error, raised by the SDK's client
+                return str(exc.message)
+            return "read"
+
+    assert "no scope for this caller" in run(session)

@@ -238,9 +238,10 @@ class MemoryService:
             except MemvaultError as exc:
                 log.warning("slot %r left out of resources/list: %s: %s", slot.name, type(exc).__name__, exc)
                 continue
+            if not self._scope_enabled(start, slot):
+                continue  # disabled for this caller (anonymous, say): no documents
             if slot.kind == "notes":
-                if self._scope_enabled(start, slot):
-                    found.append(self._resource(slot, "notes", "", "notes", "The numbered notebook."))
+                found.append(self._resource(slot, "notes", "", "notes", "The numbered notebook."))
                 continue
             for tier in _LISTED_TIERS:
                 key = today if tier == "daily" else ""
