@@ -7,6 +7,8 @@ rounds so machine noise hits all equally:
 
 * ``in-process``: ``ToolSet.call`` from ``memvault.lifecycle`` (what an agent
   loop in Python does: the baseline);
+* ``sdk in-memory``: the SDK's client connected to the same server object in
+  this process (no transport: the SDK's own dispatch and validation);
 * ``stdio``: the official SDK's client talking to ``memvault mcp`` in a
   subprocess over its standard input/output;
 * ``http``: the same client over streamable HTTP to ``memvault mcp
@@ -42,6 +44,7 @@ from mcp.client.streamable_http import streamable_http_client
 import memvault
 from memvault.lifecycle import Runtime, Slot, by_principal
 from memvault_http_remote.settings import hash_token
+from memvault_mcp import MemoryService, build_server, stdio_caller
 
 TOKEN = "mvt_bench-token"
 CALL = ("profile__search", {"q": "item 7 42", "limit": 5})
@@ -101,21 +104,24 @@ def pct(values: list[float], p: float) -> float:
 async def measure(config: Path, url: str, runtime: Runtime, rounds: int, calls: int) -> dict[str, list[float]]:
     tools = runtime.session("bench", principal="bench").turn_started(0, "").tools
     name, arguments = CALL
-    samples: dict[str, list[float]] = {"in-process": [], "stdio": [], "http": []}
+    samples: dict[str, list[float]] = {"in-process": [], "sdk in-memory": [], "stdio": [], "http": []}
+    service = MemoryService(runtime.slots, workspace_id="bench")
+    server = build_server(service, stdio_caller("bench"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     argv = command("mcp", "--slots", str(config))
     stdio = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(config.parent))
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with (
+        Client(server) as in_memory,
         Client(stdio) as over_stdio,
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
         Client(streamable_http_client(url, http_client=http)) as over_http,
     ):
-        for client in (over_stdio, over_http):  # warm up: first calls open the vault's connections
+        for client in (in_memory, over_stdio, over_http):  # warm up: first calls open the vault's connections
             for _ in range(5):
                 assert not (await client.call_tool(name, arguments)).is_error
         for round_no in range(rounds):
-            order = ["in-process", "stdio", "http"]
+            order = ["in-process", "sdk in-memory", "stdio", "http"]
             if round_no % 2:
                 order.reverse()
             for path in order:
@@ -124,7 +130,7 @@ async def measure(config: Path, url: str, runtime: Runtime, rounds: int, calls: 
                     if path == "in-process":
                         ok = tools.call(name, arguments).ok
                     else:
-                        client = over_stdio if path == "stdio" else over_http
+                        client = {"sdk in-memory": in_memory, "stdio": over_stdio}.get(path, over_http)
                         ok = not (await client.call_tool(name, arguments)).is_error
                     samples[path].append((time.perf_counter() - start) * 1000)
                     assert ok
