@@ -131,3 +131,28 @@ def test_a_run_without_a_thread_id_is_refused_with_how_to_fix_it() -> None:
     agent = ScriptedAgent(_memory(), [AIMessage("x")])
     with pytest.raises(memvault.InvalidRequest, match="thread_id"):
         agent.graph.invoke({"messages": [("user", "hi")]}, {"configurable": {}})
+
+
+def test_with_a_checkpointer_each_turn_replaces_the_records_instead_of_piling_them_up() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    memory = _memory()
+    agent = ScriptedAgent(
+        memory,
+        [
+            call("profile__write", WRITE, "c1"),
+            AIMessage("Noted."),
+            call("profile__write", {**WRITE, "content": "Prefers imperial units.\n", "mode": "replace"}, "c2"),
+            AIMessage("Changed."),
+            AIMessage("Imperial."),
+        ],
+    )
+    app = agent.graph.builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1", "user_id": "dana"}}
+    app.invoke({"messages": [("user", "Use metric units.")]}, config)
+    app.invoke({"messages": [("user", "Actually, units: imperial.")]}, config)
+    state = app.invoke({"messages": [("user", "Which units?")]}, config)
+    assert [m.content for m in state["memory"]] == ["[memory: profile] Prefers imperial units."]
+    sent = [m.content for m in agent.inputs[-1] if str(m.content).startswith("[memory:")]
+    assert sent == ["[memory: profile] Prefers imperial units."]
+    assert len([m for m in state["messages"] if isinstance(m, HumanMessage)]) == 3  # records stay out of messages

@@ -171,3 +171,28 @@ def test_a_failed_recall_fails_the_turn_before_the_model_is_called() -> None:
     with pytest.raises(TurnFailed, match="store down"):
         asyncio.run(AgentMemory(runtime, "s", principal="dana").run(_agent(model), "hi"))
     assert model.calls == ()
+
+
+def test_later_turns_of_one_conversation_recall_each_record_once_in_its_latest_version() -> None:
+    runtime = _runtime(memvault.open("memory"))
+    memory = AgentMemory(runtime, "chat-1", principal="dana")
+    model = ScriptedModel(
+        [
+            [function_call("profile__write", WRITE, call_id="c1")],
+            [assistant_message("Noted.")],
+            [
+                function_call(
+                    "profile__write", {**WRITE, "content": "Prefers imperial units.\n", "mode": "replace"}, call_id="c2"
+                )
+            ],
+            [assistant_message("Changed.")],
+            [assistant_message("Imperial.")],
+        ]
+    )
+    agent = _agent(model)
+    asyncio.run(memory.run(agent, "Use metric units."))
+    asyncio.run(memory.run(agent, "Actually, units: imperial."))
+    asyncio.run(memory.run(agent, "Which units?"))
+    memories = [t for t in _texts(model.calls[-1].input) if t.startswith("[memory:")]
+    assert memories == ["[memory: profile] Prefers imperial units."]
+    assert memory.turn == 3
