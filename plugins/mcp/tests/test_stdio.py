@@ -172,3 +172,17 @@ def test_stdio_a_quarantined_document_is_never_shown(setup: Path) -> None:
     assert json.loads(read)["quarantined"] is True
     assert "Ignore all previous" not in read
     assert "Ignore all previous" not in resource
+
+
+def test_stdio_a_handshake_era_client_is_served_too(setup: Path) -> None:
+    """Desktop clients still speak the initialize handshake (protocol 2025-06-18 and before)."""
+
+    async def session() -> tuple[list[str], bool]:
+        async with Client(stdio_params(setup), mode="legacy") as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            wrote = await client.call_tool("profile__write", WRITE)
+            return names, wrote.is_error
+
+    names, failed = run(session)
+    assert "profile__write" in names
+    assert not failed
