@@ -82,3 +82,21 @@ def test_an_anonymous_caller_lists_no_documents_and_reads_none() -> None:
             return "read"
 
     assert "no scope for this caller" in run(session)
+
+
+def test_a_by_session_slot_keeps_sessions_apart_and_a_by_principal_slot_spans_them() -> None:
+    from memvault.lifecycle import by_session
+
+    vault = memvault.open("memory")
+    service = MemoryService(
+        [
+            Slot(name="m", description="", vault=vault, scope=by_principal),
+            Slot(name="s", description="", vault=vault, scope=by_session),
+        ]
+    )
+    write = {"tier": "AGENT", "content": "kept\n", "mode": "append"}
+    first, second = Caller(principal="a", session_id="s1"), Caller(principal="a", session_id="s2")
+    assert service.call_tool(first, "m__write", write).ok
+    assert service.call_tool(first, "s__write", write).ok
+    assert json.loads(service.call_tool(second, "m__read", {"tier": "AGENT"}).content)["content"] == "kept\n"
+    assert json.loads(service.call_tool(second, "s__read", {"tier": "AGENT"}).content)["content"] == ""

@@ -172,7 +172,10 @@ class MemoryService:
 
         :raises MemvaultError: the scope is invalid, or the slot's recall failed (``TurnFailed``).
         """
-        key = (slot.name, caller.principal, caller.session_id)
+        # A slot whose partition does not depend on the session is cached across sessions: over
+        # stateless HTTP every request is a new session, and a notes slot's turn start reads the store.
+        per_session = slot.visibility == "session" or slot.scope is by_session
+        key = (slot.name, caller.principal, caller.session_id if per_session else "")
         if not fresh:
             with self._lock:
                 start = self._cache.get(key)
