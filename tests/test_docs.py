@@ -24,6 +24,10 @@ DOCS = ROOT / "docs"
 NOT_SAMPLES = {"plugin-authors/hooks.md"}
 _FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.M | re.S)
 _NOT_RUN = ("pip install", "memvault serve", "tox ", "git clone", "cd ")
+#: ``<!-- needs: module, ... -->`` on the line before a fence: the sample runs only where those
+#: modules are installed (a plugin's or a framework's page); the env that installs them runs it.
+_NEEDS = re.compile(r"<!--\s*needs:\s*([\w., ]+?)\s*-->\s*\n$")
+NEEDS: dict[tuple[str, int], list[str]] = {}
 
 
 def _blocks(kind: str) -> list[tuple[str, int, str]]:
@@ -36,6 +40,9 @@ def _blocks(kind: str) -> list[tuple[str, int, str]]:
         for match in _FENCE.finditer(source):
             if match.group(1) == kind:
                 line = source[: match.start()].count("\n") + 1
+                needs = _NEEDS.search(source, max(0, match.start() - 200), match.start())
+                if needs:
+                    NEEDS[(rel, line)] = [m.strip() for m in needs.group(1).split(",") if m.strip()]
                 found.append((rel, line, textwrap.dedent(match.group(2))))
     return found
 
@@ -44,8 +51,14 @@ def _id(block: tuple[str, int, str]) -> str:
     return f"{block[0]}:{block[1]}"
 
 
+def _skip_unless_installed(block: tuple[str, int, str]) -> None:
+    for module in NEEDS.get((block[0], block[1]), []):
+        pytest.importorskip(module, reason=f"{block[0]}:{block[1]} needs {module}")
+
+
 @pytest.mark.parametrize("block", _blocks("python"), ids=_id)
 def test_python_sample_runs(block: tuple[str, int, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _skip_unless_installed(block)
     code = block[2]
     monkeypatch.chdir(tmp_path)
     script = tmp_path / "sample.py"
@@ -55,6 +68,7 @@ def test_python_sample_runs(block: tuple[str, int, str], tmp_path: Path, monkeyp
 
 @pytest.mark.parametrize("block", _blocks("console"), ids=_id)
 def test_console_sample_runs(block: tuple[str, int, str], tmp_path: Path) -> None:
+    _skip_unless_installed(block)
     page, line, code = block
     memvault_bin = Path(sys.executable).with_name("memvault")
     env = {**os.environ, "MEMVAULT_CONFIG": "", "PATH": f"{memvault_bin.parent}{os.pathsep}{os.environ['PATH']}"}
@@ -89,7 +103,8 @@ def test_console_sample_runs(block: tuple[str, int, str], tmp_path: Path) -> Non
 
 def _config_blocks() -> list[tuple[str, int, str]]:
     """memvault.toml examples (pyproject snippets are not configs)."""
-    return [b for b in _blocks("toml") if "[project" not in b[2]]
+    # An MCP server's slots file (memvault-mcp tests its own samples) is not a memvault.toml.
+    return [b for b in _blocks("toml") if "[project" not in b[2] and not b[2].startswith("# mcp.toml")]
 
 
 @pytest.mark.parametrize("block", _config_blocks(), ids=_id)
