@@ -38,7 +38,6 @@ from memvault_sqlite.search import Candidate, fts_query, query_terms, rank
 __all__ = ["SqliteProvider"]
 
 _T = TypeVar("_T")
-_HEADER: Final = b"SQLite format 3\x00"
 _SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 _OUR_TABLES: Final = frozenset({"partitions", "documents", "lines", "quarantine", "probe"})
 MEMORY: Final = ":memory:"
@@ -93,8 +92,16 @@ class SqliteProvider:
         # honour busy_timeout: serialise instead.
         self._memory_lock = threading.RLock() if self._memory else None
         self._closed = False
+        self._identity: tuple[int, int] | None = None
         try:
             self._open_schema()
+            if not self._memory:
+                # stat, never open: health compares it to notice a file replaced under the vault.
+                st = os.stat(self.path)
+                self._identity = (st.st_dev, st.st_ino)
+        except OSError as exc:
+            self.close()
+            raise UpstreamError(f"cannot inspect the sqlite database {self.path}: {exc}") from exc
         except BaseException:
             self.close()
             raise
@@ -116,9 +123,9 @@ class SqliteProvider:
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             conn.close()
-            raise _not_a_database(self.path, exc) from exc
+            raise _database_error(self.path, exc) from exc
         return conn
 
     def _conn(self) -> sqlite3.Connection:
@@ -213,8 +220,8 @@ class SqliteProvider:
                         f"sqlite database {self.path} stayed locked by another writer for more than "
                         f"{self.timeout:g} s during {verb}: retry later, or raise the provider's timeout setting"
                     ) from exc
-                if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
-                    raise _not_a_database(self.path, exc) from exc
+                if _is_not_a_database(exc) or _is_corrupt(exc):
+                    raise _database_error(self.path, exc) from exc
                 raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
             except OSError as exc:
                 raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
@@ -505,14 +512,33 @@ def _newer_message(path: str, version: int) -> str:
     )
 
 
-def _not_a_database(path: str, exc: BaseException) -> InvalidRequest:
-    return InvalidRequest(
-        f"{path} is not a SQLite database ({exc}): point path at a memvault database or a new file", field="path"
-    )
+def _is_not_a_database(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc).lower()
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc).lower()
+
+
+def _database_error(path: str, exc: sqlite3.Error) -> MemvaultError:
+    """SQLite's own verdict on the file, as a typed error that says what to do."""
+    if _is_not_a_database(exc):
+        return InvalidRequest(
+            f"{path} is not a SQLite database (SQLite says: {exc}): point path at a memvault database or a new file",
+            field="path",
+        )
+    if _is_corrupt(exc):
+        return UpstreamError(
+            f"the sqlite database {path} is corrupt (SQLite says: {exc}): restore it from a backup, or "
+            "recover it with the sqlite3 shell's .recover command"
+        )
+    if _is_busy(exc):
+        return UpstreamError(f"the sqlite database {path} is locked exclusively by another process: retry later")
+    return UpstreamError(f"cannot use the sqlite database {path}: {exc}")
 
 
 def _check_location(path: Path) -> None:
-    """Refuse, before SQLite sees it, a path whose directory is missing or unwritable, or a non-SQLite file."""
+    """Refuse, before SQLite sees it, a path whose directory is missing or unwritable (``stat`` only)."""
     parent = path.parent
     if not parent.is_dir():
         raise InvalidRequest(
@@ -527,20 +553,13 @@ def _check_location(path: Path) -> None:
             f"the directory {parent} of the sqlite database is not writable (SQLite needs to create its "
             "-wal and -shm files there): fix its permissions or choose another directory"
         )
-    if path.exists():
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise UpstreamError(f"sqlite database {path} is not readable and writable: fix its permissions")
-        try:
-            with path.open("rb") as fh:
-                header = fh.read(len(_HEADER))
-        except OSError as exc:
-            raise UpstreamError(f"cannot read sqlite database {path}: {exc}") from exc
-        if header and header != _HEADER:
-            raise InvalidRequest(
-                f"{path} is not a SQLite database (its header is not 'SQLite format 3'): point path at a "
-                "memvault database or a new file",
-                field="path",
-            )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise UpstreamError(f"sqlite database {path} is not readable and writable: fix its permissions")
+    # Never open the file (or its -wal/-shm) here to sniff its header: on POSIX, closing any
+    # descriptor of a file drops every fcntl lock this process holds on it, including the
+    # locks of SQLite connections other vaults of this process have open on the same file.
+    # SQLite itself says "file is not a database" on the first statement; _connect and
+    # _retry translate that into InvalidRequest.
 
 
 def health(provider: SqliteProvider) -> HealthStatus:
@@ -556,15 +575,18 @@ def health(provider: SqliteProvider) -> HealthStatus:
         return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is missing")
     if not os.access(path.parent, os.W_OK | os.X_OK):
         return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is not writable")
-    if not path.exists():
-        return HealthStatus(ok=False, message=f"the sqlite database file {path} is missing (deleted after open?)")
     try:
-        with path.open("rb") as fh:
-            header = fh.read(len(_HEADER))
+        st = os.stat(path)
+    except FileNotFoundError:
+        return HealthStatus(ok=False, message=f"the sqlite database file {path} is missing (deleted after open?)")
     except OSError as exc:
-        return HealthStatus(ok=False, message=f"the sqlite database {path} cannot be read: {exc}")
-    if header != _HEADER:
-        return HealthStatus(ok=False, message=f"{path} is not a SQLite database any more (its header is wrong)")
+        return HealthStatus(ok=False, message=f"the sqlite database {path} cannot be inspected: {exc}")
+    if provider._identity is not None and (st.st_dev, st.st_ino) != provider._identity:
+        return HealthStatus(
+            ok=False,
+            message=f"the sqlite database file {path} was replaced by another file since the vault opened it "
+            "(it may not be a SQLite database): restore the file, or close and reopen the vault",
+        )
     try:
         conn = provider._connect(busy_ms=100)
     except MemvaultError as exc:
@@ -584,6 +606,10 @@ def health(provider: SqliteProvider) -> HealthStatus:
             return HealthStatus(ok=False, message=f"the sqlite database {path} is locked by a long write")
         if "readonly" in str(exc).lower():
             return HealthStatus(ok=False, message=f"the sqlite database {path} is read-only: {exc}")
+        if _is_not_a_database(exc):
+            return HealthStatus(ok=False, message=f"{path} is not a SQLite database any more (SQLite says: {exc})")
+        if _is_corrupt(exc):
+            return HealthStatus(ok=False, message=f"the sqlite database {path} is corrupt (SQLite says: {exc})")
         return HealthStatus(ok=False, message=f"the sqlite database {path} failed a probe query: {exc}")
     finally:
         conn.close()
