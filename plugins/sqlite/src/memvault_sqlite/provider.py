@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import sqlite3
@@ -37,9 +38,15 @@ from memvault_sqlite.search import Candidate, fts_query, query_terms, rank
 
 __all__ = ["SqliteProvider"]
 
+log = logging.getLogger("memvault_sqlite")
+
 _T = TypeVar("_T")
 _SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
-_OUR_TABLES: Final = frozenset({"partitions", "documents", "lines", "quarantine", "probe"})
+_OUR_TABLES: Final = frozenset(
+    {"partitions", "documents", "lines", "quarantine", "probe", "document_subjects", "pending_erasures"}
+)
+#: Seconds between two attempts of the background scrub of pending erasures.
+_SCRUB_INTERVAL: Final = 0.25
 MEMORY: Final = ":memory:"
 
 
@@ -57,13 +64,18 @@ class SqliteProvider:
         write lock before giving up with :class:`~memvault.errors.UpstreamError`.
     :param synchronous: ``full`` (default: an acknowledged retain survives power
         loss) or ``normal`` (survives a process crash; faster commits).
+    :param scrub_wait: seconds a forget waits for readers to leave the write-ahead
+        log so the erased text can be scrubbed from it; after that the forget
+        answers ``pending=True`` and the scrub finishes later (contract P24).
     """
 
     capabilities: Final = frozenset(
         {Capability.MULTI_PROCESS, Capability.DURABLE, Capability.CASCADE_FORGET, Capability.QUARANTINE}
     )
 
-    def __init__(self, path: str = "memvault.db", timeout: float = 10.0, synchronous: str = "full") -> None:
+    def __init__(
+        self, path: str = "memvault.db", timeout: float = 10.0, synchronous: str = "full", scrub_wait: float = 2.0
+    ) -> None:
         if synchronous.lower() not in _SYNCHRONOUS:
             raise InvalidRequest(
                 f"synchronous {synchronous!r} is not a SQLite synchronous level: use one of {', '.join(_SYNCHRONOUS)}",
@@ -71,7 +83,10 @@ class SqliteProvider:
             )
         if timeout <= 0:
             raise InvalidRequest("timeout must be a positive number of seconds", field="timeout")
+        if scrub_wait < 0:
+            raise InvalidRequest("scrub_wait must be zero or a positive number of seconds", field="scrub_wait")
         self.timeout = float(timeout)
+        self.scrub_wait = float(scrub_wait)
         self.synchronous = synchronous.lower()
         self._memory = path == MEMORY
         if self._memory:
@@ -92,6 +107,8 @@ class SqliteProvider:
         # honour busy_timeout: serialise instead.
         self._memory_lock = threading.RLock() if self._memory else None
         self._closed = False
+        self._stop = threading.Event()
+        self._scrubber: threading.Thread | None = None
         self._identity: tuple[int, int] | None = None
         try:
             self._open_schema()
@@ -99,6 +116,8 @@ class SqliteProvider:
                 # stat, never open: health compares it to notice a file replaced under the vault.
                 st = os.stat(self.path)
                 self._identity = (st.st_dev, st.st_ino)
+                # An erasure a crashed or busy process left unscrubbed is finished now, or soon.
+                self._finish_pending(wait=0.0)
         except OSError as exc:
             self.close()
             raise UpstreamError(f"cannot inspect the sqlite database {self.path}: {exc}") from exc
@@ -178,6 +197,10 @@ class SqliteProvider:
     def close(self) -> None:
         """Close every connection this provider opened. Idempotent."""
         self._closed = True
+        self._stop.set()
+        scrubber = self._scrubber
+        if scrubber is not None and scrubber is not threading.current_thread():
+            scrubber.join(timeout=2.0)
         with self._conn_lock:
             conns, self._connections = self._connections, []
         for _thread, conn in conns:
@@ -233,15 +256,14 @@ class SqliteProvider:
         ref = request.ref
         label = ref.label
 
-        def write() -> RetainResult:
+        def write() -> tuple[RetainResult, bool]:
             conn = self._conn()
             with self._write(conn):
                 part = ref.partition
                 pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
                 assert pid is not None
                 row = conn.execute(
-                    "SELECT id, body, size, data_subject_id FROM documents WHERE partition_id = ? AND tier = ?"
-                    " AND key = ?",
+                    "SELECT id, body, size FROM documents WHERE partition_id = ? AND tier = ? AND key = ?",
                     (pid, ref.tier.value, ref.key),
                 ).fetchone()
                 old_body = row[1] if row else ""
@@ -249,7 +271,6 @@ class SqliteProvider:
                 body = old_body + request.content if request.mode == "append" else request.content
                 size = len(body.encode("utf-8"))
                 warning = check_cap(request.tier, current=current, projected=size)
-                subject = request.data_subject_id or (row[3] if row else "")
                 stamp = schema.now_iso()
                 if row is None:
                     cur = conn.execute(
@@ -266,7 +287,7 @@ class SqliteProvider:
                             label,
                             body,
                             size,
-                            subject,
+                            "",
                             stamp,
                             stamp,
                             schema.body_sha256(body),
@@ -276,14 +297,19 @@ class SqliteProvider:
                 else:
                     doc_id = int(row[0])
                     conn.execute(
-                        "UPDATE documents SET body = ?, size = ?, data_subject_id = ?, updated_at = ?, sha256 = ?"
-                        " WHERE id = ?",
-                        (body, size, subject, stamp, schema.body_sha256(body), doc_id),
+                        "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ? WHERE id = ?",
+                        (body, size, stamp, schema.body_sha256(body), doc_id),
                     )
+                if request.data_subject_id:
+                    schema.tag_document(conn, doc_id, part.workspace_id, request.data_subject_id)
                 schema.reindex_document(conn, doc_id, pid, old_body, body)
-            return RetainResult(id=label, bytes=size, warning=warning)
+                pending = _any_pending(conn)
+            return RetainResult(id=label, bytes=size, warning=warning), pending
 
-        return self._retry(write, "retain")
+        result, pending = self._retry(write, "retain")
+        if pending:
+            self._finish_pending(wait=0.0)  # the next write is an opportunity to finish an erasure (P24)
+        return result
 
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
@@ -359,9 +385,10 @@ class SqliteProvider:
 
     @hookimpl
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
-        def erase() -> tuple[int, int]:
+        target = _erasure_target(request)
+
+        def erase() -> tuple[int, bool, bool]:
             conn = self._conn()
-            quarantined = 0
             with self._write(conn):
                 if request.id:
                     ref = request.ref
@@ -373,13 +400,16 @@ class SqliteProvider:
                         (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
                     ).fetchall()
                 else:
+                    # Exact match (P13): '=' on TEXT compares bytes; no LIKE, no case folding.
                     rows = conn.execute(
-                        "SELECT id, partition_id FROM documents WHERE workspace_id = ? AND data_subject_id = ?",
+                        "SELECT DISTINCT d.id, d.partition_id FROM document_subjects AS s"
+                        " JOIN documents AS d ON d.id = s.document_id"
+                        " WHERE s.workspace_id = ? AND s.data_subject_id = ?",
                         (request.workspace_id, request.data_subject_id),
                     ).fetchall()
                 for doc_id, _pid in rows:
-                    schema.delete_lines(conn, doc_id)
-                    conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+                    schema.delete_document(conn, doc_id)
+                quarantined = 0
                 if request.data_subject_id:
                     # Quarantine copies of the subject's rejected writes are derived data too (P24).
                     quarantined = conn.execute(
@@ -391,35 +421,88 @@ class SqliteProvider:
                 # secure_delete zeroes the pages the old segments freed.
                 for table in sorted({schema.fts_table(pid) for _doc, pid in rows}):
                     conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-            return len(rows), quarantined
+                if (rows or quarantined) and not self._memory:
+                    # Recorded in the transaction that deletes the rows: if the process dies
+                    # before the scrub below, the next open (or any other process) finishes it.
+                    conn.execute(
+                        "INSERT INTO pending_erasures (workspace_id, target, created_at) VALUES (?, ?, ?)",
+                        (request.workspace_id, target, schema.now_iso()),
+                    )
+                mine = conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM pending_erasures WHERE workspace_id = ? AND target = ?)",
+                    (request.workspace_id, target),
+                ).fetchone()[0]
+                return len(rows), bool(mine), _any_pending(conn)
 
-        removed, quarantined = self._retry(erase, "forget")
-        if removed or quarantined:
-            self._checkpoint()
-        return ForgetResult(removed=removed)
+        removed, mine, anything = self._retry(erase, "forget")
+        pending = False
+        if anything:
+            # Our own erasure (or a retry of it) waits for readers up to scrub_wait; a forget
+            # of something else only takes the opportunity to finish older ones.
+            done = self._finish_pending(wait=self.scrub_wait if mine else 0.0)
+            pending = mine and not done
+        return ForgetResult(removed=removed, pending=pending)
 
-    def _checkpoint(self) -> None:
-        """Copy the WAL into the database and truncate it, so erased text leaves the WAL file."""
-        if self._memory:
-            return
-        conn = self._conn()
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            except sqlite3.Error as exc:
-                if not _is_busy(exc):
-                    raise UpstreamError(f"sqlite database {self.path}: WAL checkpoint failed: {exc}") from exc
-                busy = 1
-            if not busy:
+    def _finish_pending(self, *, wait: float) -> bool:
+        """Scrub the bytes of every recorded erasure: checkpoint and truncate the WAL, then drop the records.
+
+        :return: ``True`` when nothing is pending any more; otherwise a background
+            thread keeps trying until it succeeds or the provider is closed.
+        """
+        if self._memory or self._closed:
+            return not self._closed
+        try:
+            done = self._scrub(wait)
+        except (sqlite3.Error, MemvaultError) as exc:
+            log.warning("sqlite database %s: scrub of pending erasures failed, will retry: %s", self.path, exc)
+            done = False
+        if not done:
+            self._start_scrubber()
+        return done
+
+    def _scrub(self, wait: float) -> bool:
+        conn = self._connect(busy_ms=50)
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                newest = conn.execute("SELECT max(id) FROM pending_erasures").fetchone()[0]
+                if newest is None:
+                    return True
+                try:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    if not busy:
+                        # Every erasure recorded up to `newest` committed before this checkpoint
+                        # began, so its deleted text has left the WAL (and secure_delete zeroed it
+                        # in the database pages). Later records belong to a later checkpoint.
+                        conn.execute("DELETE FROM pending_erasures WHERE id <= ?", (newest,))
+                        # Best effort: the records (subject ids, labels) leave the WAL too.
+                        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                        return True
+                except sqlite3.Error as exc:
+                    if not _is_busy(exc):
+                        raise
+                if time.monotonic() >= deadline or self._stop.is_set():
+                    return False
+                time.sleep(0.02)
+        finally:
+            conn.close()
+
+    def _start_scrubber(self) -> None:
+        with self._conn_lock:
+            if self._closed or (self._scrubber is not None and self._scrubber.is_alive()):
                 return
-            if time.monotonic() >= deadline:
-                raise UpstreamError(
-                    f"sqlite database {self.path}: the documents were removed, but readers kept the WAL "
-                    f"busy for {self.timeout:g} s so erased text may remain in {self.path}-wal until the "
-                    "next checkpoint: retry the forget (it is idempotent) when readers are idle"
-                )
-            time.sleep(0.01)
+            self._scrubber = threading.Thread(
+                target=self._scrub_until_done, name=f"memvault-sqlite-scrub-{self.path}", daemon=True
+            )
+            self._scrubber.start()
+
+    def _scrub_until_done(self) -> None:
+        while not self._stop.wait(_SCRUB_INTERVAL):
+            try:
+                if self._scrub(0.0):
+                    return
+            except (sqlite3.Error, MemvaultError) as exc:
+                log.warning("sqlite database %s: background scrub failed, will retry: %s", self.path, exc)
 
     @hookimpl
     def memvault_health(self) -> HealthStatus:
@@ -503,6 +586,18 @@ def _record(row: tuple[str, ...]) -> _QuarantineRecord:
         created_at=_dt.datetime.fromisoformat(row[8]),
         data_subject_id=row[9],
     )
+
+
+def _any_pending(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM pending_erasures)").fetchone()[0])
+
+
+def _erasure_target(request: ForgetRequest) -> str:
+    """What a forget erases, as recorded while its scrub is pending (matched again by a retry)."""
+    if request.data_subject_id:
+        return f"subject:{request.data_subject_id}"
+    part = request.ref.partition
+    return f"document:{part.kind}:{part.owner_id}:{request.id}"
 
 
 def _newer_message(path: str, version: int) -> str:
@@ -596,6 +691,7 @@ def health(provider: SqliteProvider) -> HealthStatus:
         if version > schema.SCHEMA_VERSION:
             return HealthStatus(ok=False, message=_newer_message(str(path), version))
         conn.execute("SELECT count(*) FROM partitions").fetchone()
+        pending = int(conn.execute("SELECT count(*) FROM pending_erasures").fetchone()[0])
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("INSERT INTO probe DEFAULT VALUES")
@@ -613,4 +709,4 @@ def health(provider: SqliteProvider) -> HealthStatus:
         return HealthStatus(ok=False, message=f"the sqlite database {path} failed a probe query: {exc}")
     finally:
         conn.close()
-    return HealthStatus(ok=True)
+    return HealthStatus(ok=True, pending_erasures=pending)
