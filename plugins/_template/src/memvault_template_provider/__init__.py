@@ -45,15 +45,20 @@ NAME = "template-provider"
 
 
 class _Entry:
-    """One stored document: its body, what it belongs to, and its search index."""
+    """One stored document: its body, what it belongs to, and its search index.
 
-    __slots__ = ("body", "index", "size", "subject", "tier")
+    ``subjects`` holds every data subject that ever wrote to the document
+    (contract P13): a later write adds to it and never removes one; the set goes
+    away with the document.
+    """
 
-    def __init__(self, label: str, tier: Tier, body: str, subject: str) -> None:
+    __slots__ = ("body", "index", "size", "subjects", "tier")
+
+    def __init__(self, label: str, tier: Tier, body: str, subjects: frozenset[str]) -> None:
         self.tier = tier
         self.body = body
         self.size = len(body.encode("utf-8"))
-        self.subject = subject
+        self.subjects = subjects
         self.index = text.index_document(label, body)
 
 
@@ -84,8 +89,10 @@ class TemplateProvider:
                 current=before.size if before is not None else 0,
                 projected=len(body.encode("utf-8")),
             )  # raises CapExceeded before anything changes
-            subject = request.data_subject_id or (before.subject if before is not None else "")
-            entry = _Entry(ref.label, request.tier, body, subject)
+            subjects = before.subjects if before is not None else frozenset()
+            if request.data_subject_id:
+                subjects = subjects | {request.data_subject_id}
+            entry = _Entry(ref.label, request.tier, body, subjects)
             self._store[where] = entry
         return RetainResult(id=ref.label, bytes=entry.size, warning=warning)
 
@@ -116,7 +123,8 @@ class TemplateProvider:
             doomed = [
                 key
                 for key, entry in self._store.items()
-                if key[0].workspace_id == request.workspace_id and entry.subject == request.data_subject_id
+                # Exact membership (P13): no prefix, no case folding, no wildcards.
+                if key[0].workspace_id == request.workspace_id and request.data_subject_id in entry.subjects
             ]
             for key in doomed:
                 del self._store[key]
