@@ -109,3 +109,33 @@ def test_quarantine_copy_shared_by_two_subjects_goes_with_either(vault: memvault
     assert residue(root, MARKER)
     erase(vault, "user-44")
     assert residue(root, MARKER) == []
+
+
+def test_a_crashed_writes_temporary_copy_is_erased_with_the_subject(vault: memvault.Vault, root: Path) -> None:
+    retain(vault, "kept body\n", data_subject_id="user-43")
+    folder = root / "w1/agents/ada/peers"
+    # A writer killed between writing its temporary file and the rename leaves this behind.
+    (folder / ".bob.md.tmp-99999-0123456789ab").write_bytes(f"kept body\n{MARKER} more\n".encode())
+    assert erase(vault, "user-43") == 1
+    assert residue(root, MARKER) == []
+
+
+def test_a_first_write_killed_before_its_rename_is_erased_by_its_tag(vault: memvault.Vault, root: Path) -> None:
+    retain(vault, "other\n", key="carol")  # the folder exists
+    folder = root / "w1/agents/ada/peers"
+    # Killed after the tag (written first) and the temporary file, before the rename.
+    (folder / ".dave.md.subject").write_bytes(b"user-43\n")
+    (folder / ".dave.md.tmp-99999-0123456789ab").write_bytes(f"{MARKER} about dave\n".encode())
+    assert erase(vault, "user-43") == 0  # no document was ever acknowledged
+    assert residue(root, MARKER) == []
+    assert not (folder / ".dave.md.subject").exists()
+
+
+def test_an_erasure_interrupted_midway_is_finished_by_a_retry(vault: memvault.Vault, root: Path) -> None:
+    retain(vault, f"{MARKER} one\n", key="bob", data_subject_id="user-43")
+    retain(vault, f"{MARKER} two\n", key="carol", data_subject_id="user-43")
+    folder = root / "w1/agents/ada/peers"
+    (folder / "bob.md").unlink()  # killed after unlinking one document, before its tag and the next one
+    assert erase(vault, "user-43") == 1
+    assert residue(root, MARKER) == []
+    assert sorted(p.name for p in folder.iterdir()) == []
