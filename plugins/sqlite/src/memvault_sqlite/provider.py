@@ -47,6 +47,9 @@ _OUR_TABLES: Final = frozenset(
 )
 #: Seconds between two attempts of the background scrub of pending erasures.
 _SCRUB_INTERVAL: Final = 0.25
+#: How long an opportunistic scrub attempt (background, after a write, at open) waits for
+#: readers: short, because a waiting TRUNCATE checkpoint holds back new writers.
+_BACKGROUND_BUSY_MS: Final = 10
 MEMORY: Final = ":memory:"
 
 
@@ -117,7 +120,7 @@ class SqliteProvider:
                 st = os.stat(self.path)
                 self._identity = (st.st_dev, st.st_ino)
                 # An erasure a crashed or busy process left unscrubbed is finished now, or soon.
-                self._finish_pending(wait=0.0)
+                self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
         except OSError as exc:
             self.close()
             raise UpstreamError(f"cannot inspect the sqlite database {self.path}: {exc}") from exc
@@ -308,7 +311,8 @@ class SqliteProvider:
 
         result, pending = self._retry(write, "retain")
         if pending:
-            self._finish_pending(wait=0.0)  # the next write is an opportunity to finish an erasure (P24)
+            # The next write is an opportunity to finish an erasure (P24).
+            self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
         return result
 
     @hookimpl
@@ -439,11 +443,14 @@ class SqliteProvider:
         if anything:
             # Our own erasure (or a retry of it) waits for readers up to scrub_wait; a forget
             # of something else only takes the opportunity to finish older ones.
-            done = self._finish_pending(wait=self.scrub_wait if mine else 0.0)
+            if mine:
+                done = self._finish_pending(wait=self.scrub_wait)
+            else:
+                done = self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
             pending = mine and not done
         return ForgetResult(removed=removed, pending=pending)
 
-    def _finish_pending(self, *, wait: float) -> bool:
+    def _finish_pending(self, *, wait: float, busy_ms: int = 50) -> bool:
         """Scrub the bytes of every recorded erasure: checkpoint and truncate the WAL, then drop the records.
 
         :return: ``True`` when nothing is pending any more; otherwise a background
@@ -452,7 +459,7 @@ class SqliteProvider:
         if self._memory or self._closed:
             return not self._closed
         try:
-            done = self._scrub(wait)
+            done = self._scrub(wait, busy_ms)
         except (sqlite3.Error, MemvaultError) as exc:
             log.warning("sqlite database %s: scrub of pending erasures failed, will retry: %s", self.path, exc)
             done = False
@@ -460,8 +467,12 @@ class SqliteProvider:
             self._start_scrubber()
         return done
 
-    def _scrub(self, wait: float) -> bool:
-        conn = self._connect(busy_ms=50)
+    def _scrub(self, wait: float, busy_ms: int = 50) -> bool:
+        # The calling thread's own connection (its schema is loaded already), outside any
+        # transaction. A TRUNCATE checkpoint holds back new writers while it waits for
+        # readers, so every attempt waits only briefly (busy_ms) and retries sleep in between.
+        conn = self._conn()
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
         try:
             deadline = time.monotonic() + wait
             while True:
@@ -474,9 +485,13 @@ class SqliteProvider:
                         # Every erasure recorded up to `newest` committed before this checkpoint
                         # began, so its deleted text has left the WAL (and secure_delete zeroed it
                         # in the database pages). Later records belong to a later checkpoint.
-                        conn.execute("DELETE FROM pending_erasures WHERE id <= ?", (newest,))
-                        # Best effort: the records (subject ids, labels) leave the WAL too.
-                        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                        # Dropping the records needs no fsync of its own: if it is lost in a
+                        # crash, the next open scrubs again (a no-op) and drops them then.
+                        conn.execute("PRAGMA synchronous = NORMAL")
+                        try:
+                            conn.execute("DELETE FROM pending_erasures WHERE id <= ?", (newest,))
+                        finally:
+                            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
                         return True
                 except sqlite3.Error as exc:
                     if not _is_busy(exc):
@@ -485,7 +500,7 @@ class SqliteProvider:
                     return False
                 time.sleep(0.02)
         finally:
-            conn.close()
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
 
     def _start_scrubber(self) -> None:
         with self._conn_lock:
@@ -499,7 +514,7 @@ class SqliteProvider:
     def _scrub_until_done(self) -> None:
         while not self._stop.wait(_SCRUB_INTERVAL):
             try:
-                if self._scrub(0.0):
+                if self._scrub(0.0, busy_ms=_BACKGROUND_BUSY_MS):
                     return
             except (sqlite3.Error, MemvaultError) as exc:
                 log.warning("sqlite database %s: background scrub failed, will retry: %s", self.path, exc)
