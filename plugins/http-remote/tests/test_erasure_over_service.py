@@ -43,7 +43,7 @@ TOKENS = [f"erasure-token-{n:02d}-abcdefgh" for n in range(READERS + 1)]
 def seed(db_path: Path) -> None:
     """A partition large enough that one recall holds its read transaction for a good fraction of a second."""
     with memvault.open("sqlite", path=str(db_path), scanner="off") as vault:
-        for day in range(1, 61):
+        for day in range(1, 41):
             body = "".join(
                 f"ordinary note {day} {i} about {WORDS[i % 12]} and {WORDS[(i * 7) % 12]} today\n" for i in range(500)
             )
