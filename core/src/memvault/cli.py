@@ -227,7 +227,13 @@ def forget(obj: _Context, /, id_: str, data_subject_id: str, as_json: bool, **fi
     except MemvaultError as exc:
         _fail(exc)
         return
-    _emit(as_json, unstructure(result), f"removed {result.removed} document(s)")
+    text = f"removed {result.removed} document(s)"
+    if result.pending:
+        text += (
+            "; erasure PENDING: the text may still be in the store's files (readers kept them busy). "
+            "The provider finishes it on its own; run this command again to finish it or check"
+        )
+    _emit(as_json, unstructure(result), text)  # "pending" appears only when true, as on the wire
 
 
 @cli.command()
@@ -245,7 +251,9 @@ def health(obj: _Context, as_json: bool) -> None:
         # a store that cannot even be opened is simply not healthy.
         status = HealthStatus(ok=False, message=f"cannot open: {exc}")
     text = f"{name}: ok" if status.ok else f"{name}: NOT OK: {status.message}"
-    _emit(as_json, {"provider": name, **unstructure(status)}, text)
+    if status.pending_erasures:
+        text += f" ({status.pending_erasures} erasure(s) pending: text not yet scrubbed from the store's files)"
+    _emit(as_json, {"provider": name, **unstructure(status)}, text)  # pending_erasures only when not 0
     if not status.ok:
         sys.exit(1)
 

@@ -122,9 +122,16 @@ def memvault_forget(request: ForgetRequest) -> ForgetResult:
     A provider without the ``cascade_forget`` capability raises
     :class:`~memvault.errors.NotSupported` for ``data_subject_id``.
 
+    A document carries every subject that ever wrote to it (P13): erasing any
+    of them removes the whole document, its tags and every quarantine copy of
+    a write tagged with the subject. Match subjects exactly. When the bytes
+    cannot be scrubbed at once (readers hold a write-ahead log), return
+    ``pending=True``, keep a durable record, finish the scrub later, and let a
+    repeat of the same forget finish it (P24).
+
     :param request: the validated forget request; exactly one of ``id`` and
         ``data_subject_id`` is set.
-    :return: how many documents were removed.
+    :return: how many documents were removed, and whether their scrub is pending.
     """
 
 
@@ -133,7 +140,8 @@ def memvault_health() -> HealthStatus:
     """Probe the storage behind the provider (contract P25-P27).
 
     Report problems as ``ok=False`` with a distinct message; do not raise. The
-    vault runs this under a hard deadline. Leave nothing behind.
+    vault runs this under a hard deadline. Leave nothing behind. A provider
+    that records pending erasures (P24) counts them in ``pending_erasures``.
 
     :return: the provider's health.
     """

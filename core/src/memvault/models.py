@@ -595,11 +595,31 @@ class ForgetRequest:
         return _ref(self.workspace_id, self.agent_id, self.crew_id, tier, key)
 
 
+def _flag(instance: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{attribute.name} must be true or false, got {value!r}")
+
+
+def _count(instance: object, attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+
+
 @frozen(kw_only=True)
 class ForgetResult:
-    """How many documents were removed: 1 or 0 by id, the count by data subject."""
+    """How many documents were removed: 1 or 0 by id, the count by data subject.
+
+    ``pending`` (optional, added after the first release; default ``False``,
+    meaning complete): ``True`` when the documents are removed from every verb's
+    view but the provider could not yet scrub their bytes from its storage files
+    (for example readers held SQLite's write-ahead log). The provider keeps a
+    durable record and finishes the scrub at the next opportunity; repeating the
+    same forget finishes it or reports ``pending`` again (P24).
+    """
 
     removed: int
+    #: Optional: the erasure's text may still be on disk; the provider finishes it later (P24).
+    pending: bool = field(default=False, validator=_flag)
 
 
 def _aware(instance: object, attribute: Any, value: Any) -> None:
@@ -618,6 +638,10 @@ class HealthStatus:
     ok: bool
     message: str = ""
     checked_at: _dt.datetime = field(factory=_now, validator=_aware)
+    #: Optional (added after the first release): how many erasures the provider has
+    #: recorded as pending, i.e. removed from view but not yet scrubbed from its
+    #: storage files (P24). It does not make ``ok`` false: the store works.
+    pending_erasures: int = field(default=0, validator=_count)
 
 
 # -- enumeration (P32) ---------------------------------------------------------

@@ -12,9 +12,10 @@ from typing import Any, Final, TypeVar
 
 import cattrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from memvault.errors import InvalidRequest
-from memvault.models import DocumentInfo, ListDocumentsResult, RecallResult, RecallSnippet
+from memvault.models import DocumentInfo, ForgetResult, HealthStatus, ListDocumentsResult, RecallResult, RecallSnippet
 
 __all__ = ["converter", "structure", "unstructure"]
 
@@ -81,6 +82,17 @@ def _structure_list_documents_result(value: object, _: type) -> ListDocumentsRes
 
 
 converter.register_structure_hook(ListDocumentsResult, _structure_list_documents_result)
+
+
+# Fields appended after the first release are left out while they hold their default, so a
+# client of an earlier release (which rejects unknown keys) still reads the usual answers.
+converter.register_unstructure_hook(
+    ForgetResult, make_dict_unstructure_fn(ForgetResult, converter, pending=override(omit_if_default=True))
+)
+converter.register_unstructure_hook(
+    HealthStatus,
+    make_dict_unstructure_fn(HealthStatus, converter, pending_erasures=override(omit_if_default=True)),
+)
 
 
 def _first_invalid_request(exc: BaseException) -> InvalidRequest | None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import memvault
 
 
@@ -16,3 +20,20 @@ def recall(vault: memvault.Vault, query: str, **kw: object) -> list[memvault.Rec
     kw.setdefault("workspace_id", "w1")
     kw.setdefault("agent_id", "a1")
     return vault.recall(memvault.RecallRequest(query=query, **kw)).hits  # type: ignore[arg-type]
+
+
+def raw_bytes(db_path: Path) -> bytes:
+    """The bytes of the database, -wal and -shm files, read by another process.
+
+    Never open these files from a process that has the database open: closing
+    that descriptor would drop the fcntl locks of its SQLite connections.
+    """
+    script = (
+        "import sys, pathlib\n"
+        "for s in ('', '-wal', '-shm'):\n"
+        "    p = pathlib.Path(sys.argv[1] + s)\n"
+        "    sys.stdout.buffer.write(p.read_bytes() if p.exists() else b'')\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, str(db_path)], capture_output=True, check=True, timeout=60
+    ).stdout

@@ -6,20 +6,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlite_helpers import recall, retain
+from sqlite_helpers import raw_bytes, recall, retain
 
 import memvault
 
 MARKER = "zqxerasuremarker7731"
-
-
-def raw_bytes(db_path: Path) -> bytes:
-    out = b""
-    for suffix in ("", "-wal", "-shm"):
-        f = Path(f"{db_path}{suffix}")
-        if f.exists():
-            out += f.read_bytes()
-    return out
 
 
 def fill(vault: memvault.Vault) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import time
@@ -40,12 +41,23 @@ def test_missing_directory_after_open_is_reported_p27(tmp_path: Path) -> None:
     assert "missing" in status.message
 
 
+def replace_with(path: Path, data: bytes) -> None:
+    """Put a new file at ``path`` (rename over it, as an editor or a deploy script would).
+
+    Never write into the open database file from this process: closing that
+    descriptor would drop the fcntl locks of the vault's own connections.
+    """
+    new = path.with_name(path.name + ".new")
+    new.write_bytes(data)
+    os.replace(new, path)
+
+
 def test_file_replaced_by_non_sqlite_is_reported_p27(db_path: Path) -> None:
     with memvault.open("sqlite", path=str(db_path), scanner="off") as vault:
-        db_path.write_bytes(b"not a database at all" * 50)
+        replace_with(db_path, b"not a database at all" * 50)
         status = vault.health()
     assert not status.ok
-    assert "not a SQLite database" in status.message
+    assert "replaced" in status.message
 
 
 def test_newer_schema_is_reported_p27(vault: memvault.Vault, db_path: Path) -> None:
@@ -67,7 +79,7 @@ def test_failure_messages_are_distinct_p27(tmp_path: Path) -> None:
             if case == "dir":
                 shutil.rmtree(folder)
             elif case == "file":
-                path.write_bytes(b"garbage" * 100)
+                replace_with(path, b"garbage" * 100)
             else:
                 conn = sqlite3.connect(str(path))
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")

@@ -53,16 +53,21 @@ NAME = "template-provider"
 
 
 class _Entry:
-    """One stored document: its body, what it belongs to, and its search index."""
+    """One stored document: its body, what it belongs to, and its search index.
 
-    __slots__ = ("body", "digest", "index", "size", "subject", "tier", "updated_at")
+    ``subjects`` holds every data subject that ever wrote to the document
+    (contract P13): a later write adds to it and never removes one; the set goes
+    away with the document.
+    """
 
-    def __init__(self, label: str, tier: Tier, body: str, subject: str) -> None:
+    __slots__ = ("body", "digest", "index", "size", "subjects", "tier", "updated_at")
+
+    def __init__(self, label: str, tier: Tier, body: str, subjects: frozenset[str]) -> None:
         self.tier = tier
         self.body = body
         self.size = len(body.encode("utf-8"))
         self.digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
-        self.subject = subject
+        self.subjects = subjects
         self.index = text.index_document(label, body)
         self.updated_at = dt.datetime.now(dt.timezone.utc)
 
@@ -94,8 +99,10 @@ class TemplateProvider:
                 current=before.size if before is not None else 0,
                 projected=len(body.encode("utf-8")),
             )  # raises CapExceeded before anything changes
-            subject = request.data_subject_id or (before.subject if before is not None else "")
-            entry = _Entry(ref.label, request.tier, body, subject)
+            subjects = before.subjects if before is not None else frozenset()
+            if request.data_subject_id:
+                subjects = subjects | {request.data_subject_id}
+            entry = _Entry(ref.label, request.tier, body, subjects)
             self._store[where] = entry
         return RetainResult(id=ref.label, bytes=entry.size, warning=warning)
 
@@ -126,7 +133,8 @@ class TemplateProvider:
             doomed = [
                 key
                 for key, entry in self._store.items()
-                if key[0].workspace_id == request.workspace_id and entry.subject == request.data_subject_id
+                # Exact membership (P13): no prefix, no case folding, no wildcards.
+                if key[0].workspace_id == request.workspace_id and request.data_subject_id in entry.subjects
             ]
             for key in doomed:
                 del self._store[key]
@@ -151,7 +159,7 @@ class TemplateProvider:
                             tier=entry.tier,
                             label=label,
                             bytes=entry.size,
-                            subjects=(entry.subject,) if entry.subject else (),
+                            subjects=tuple(entry.subjects),
                             digest=entry.digest,
                             updated_at=entry.updated_at,
                         )

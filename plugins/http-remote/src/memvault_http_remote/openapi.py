@@ -117,9 +117,29 @@ _SCHEMAS: Final[dict[str, Any]] = {
         ["workspace_id"],
         "Remove a document by label, or every document of a data subject (P22-P24).",
     ),
-    "ForgetResult": _obj({"removed": {"type": "integer", "minimum": 0}}, ["removed"]),
+    "ForgetResult": _obj(
+        {
+            "removed": {"type": "integer", "minimum": 0},
+            "pending": {
+                "type": "boolean",
+                "description": "true: removed from view, but the text may still be in the store's files; the "
+                "provider finishes the scrub later and repeating the same forget finishes it (P24). Absent "
+                "means false (complete).",
+            },
+        },
+        ["removed"],
+    ),
     "HealthStatus": _obj(
-        {"ok": {"type": "boolean"}, "message": {"type": "string"}, "checked_at": _TIME},
+        {
+            "ok": {"type": "boolean"},
+            "message": {"type": "string"},
+            "checked_at": _TIME,
+            "pending_erasures": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "erasures whose scrub from the store's files is still pending (P24); absent means 0",
+            },
+        },
         ["ok", "message", "checked_at"],
     ),
     "Capabilities": _obj(

@@ -9,7 +9,8 @@ Layout (everything a person needs to read or edit with any editor)::
     <root>/<workspace>/.quarantine/<sha256>.md        (mode 0600, never recalled)
 
 Dot-prefixed files beside a document are the provider's own: ``.<name>.lock``
-(the lock sentinel), ``.<name>.subject`` (the data-subject tag) and
+(the lock sentinel), ``.<name>.subject`` (the data subjects that wrote to the
+document, one per line: contract P13) and
 ``.<name>.tmp-*`` (a write in flight). Recall and read only ever open exact
 document names, so none of them is visible through the verbs.
 """
@@ -81,6 +82,20 @@ DEFAULT_CACHE_BYTES: Final = 64 * 1024 * 1024  # of text; the lazy index takes a
 
 def _subject_name(name: str) -> str:
     return f".{name}.subject"
+
+
+def _parse_subjects(data: bytes) -> set[str]:
+    """The subjects of a tag file: one per line (a 0.1 file holds one id without a newline)."""
+    return {line.strip() for line in data.decode("ascii", "replace").splitlines() if line.strip()}
+
+
+def _read_subjects(handle: fs.DirHandle, name: str) -> set[str]:
+    found = fs.read_file(handle, _subject_name(name))
+    return _parse_subjects(found[0]) if found is not None else set()
+
+
+def _encode_subjects(subjects: set[str]) -> bytes:
+    return "".join(f"{s}\n" for s in sorted(subjects)).encode("ascii")
 
 
 def _partition_parts(partition: Partition) -> tuple[str, ...]:
@@ -254,11 +269,15 @@ class LocalDiskProvider:
                 body = old + added if request.mode == "append" else added
                 warning = check_cap(request.tier, current=current_size, projected=len(body))
                 subject_file = _subject_name(name)
-                if request.data_subject_id:
-                    # Tag first: a crash between the two writes over-tags, never under-tags.
-                    fs.write_atomic(handle, subject_file, request.data_subject_id.encode("ascii"))
-                elif current is None:
-                    fs.remove_file(handle, subject_file)  # a stale tag of a hand-deleted file
+                # A new document starts with no tags: a tag file without its document is stale
+                # (the document was deleted by hand, or a crash came between the two writes).
+                tags = _read_subjects(handle, name) if current is not None else set()
+                if request.data_subject_id and request.data_subject_id not in tags:
+                    # Every subject that ever wrote stays (P13). Tag first: a crash between the
+                    # two writes over-tags, never under-tags.
+                    fs.write_atomic(handle, subject_file, _encode_subjects(tags | {request.data_subject_id}))
+                elif current is None and not request.data_subject_id:
+                    fs.remove_file(handle, subject_file)
                 fs.write_atomic(handle, name, body, mode=old_mode)
         return RetainResult(id=label, bytes=len(body), warning=warning)
 
@@ -420,7 +439,28 @@ class LocalDiskProvider:
             with fs.document_lock(handle, name):
                 if fs.lstat(handle, name) is None:  # the first copy of a body is kept, like the memory provider
                     fs.write_atomic(handle, name, data, mode=0o600)
+                elif record.data_subject_id:
+                    self._add_quarantine_subject(handle, name, record.data_subject_id)
         return True
+
+    def _add_quarantine_subject(self, handle: fs.DirHandle, name: str, subject: str) -> None:
+        """The kept copy is also the copy of this subject's write: erasing either subject removes it (P24)."""
+        found = fs.read_file(handle, name)
+        if found is None:
+            return
+        raw = found[0].decode("utf-8", errors="surrogateescape")
+        header, sep, content = raw[4:].partition("---\n")
+        if not raw.startswith("---\n") or not sep:
+            return
+        lines = header.splitlines()
+        subjects = _quarantine_subjects(lines)
+        if subject in subjects:
+            return
+        subjects.add(subject)
+        kept = [line for line in lines if not line.startswith("data_subject_ids: ")]
+        kept.append(f"data_subject_ids: {json.dumps(sorted(subjects))}")
+        data = ("---\n" + "".join(f"{line}\n" for line in kept) + "---\n" + content).encode("utf-8", "surrogateescape")
+        fs.write_atomic(handle, name, data, mode=0o600)
 
     @hookimpl
     def memvault_quarantine_list(self, workspace_id: str) -> list[QuarantineRecord]:
@@ -585,10 +625,8 @@ class LocalDiskProvider:
                     f"{handle.relpath}/{name} is a symlink; local-disk never follows or removes symlinks. "
                     "Remove it by hand"
                 )
-            if expected_subject is not None:
-                tag = fs.read_file(handle, _subject_name(name))
-                if tag is None or tag[0].decode("ascii", "replace") != expected_subject:
-                    return False
+            if expected_subject is not None and expected_subject not in _read_subjects(handle, name):
+                return False
             removed = fs.remove_file(handle, name)
             fs.remove_file(handle, _subject_name(name))
             fs.sweep_temporaries(handle, name)
@@ -625,8 +663,11 @@ class LocalDiskProvider:
                 names = sorted(e.name for e in entries if e.name.endswith(".md") and _SHA256.fullmatch(e.name[:-3]))
             for name in names:
                 with fs.document_lock(handle, name):
-                    record = self._load_quarantine(handle, name)
-                    if record is None or record.data_subject_id != subject:
+                    found = fs.read_file(handle, name)
+                    if found is None:
+                        continue
+                    header = found[0].decode("utf-8", errors="replace")[4:].partition("---\n")[0]
+                    if subject not in _quarantine_subjects(header.splitlines()):
                         continue
                     fs.remove_file(handle, name)
                     fs.sweep_temporaries(handle, name)
@@ -643,7 +684,7 @@ class LocalDiskProvider:
             for tag in tags:
                 name = tag[1 : -len(".subject")]
                 found = fs.read_file(handle, tag)
-                if found is None or found[0].decode("ascii", "replace") != subject:
+                if found is None or subject not in _parse_subjects(found[0]):  # exact match (P13)
                     continue
                 if self._remove_document(handle, name, expected_subject=subject):
                     removed += 1
@@ -667,12 +708,24 @@ def _folders(handle: fs.DirHandle | None) -> list[str]:
 
 
 def _subjects(handle: fs.DirHandle, name: str) -> tuple[str, ...]:
-    """The data subjects a document carries (P13), as this layout stores them (the ``.<name>.subject`` tag)."""
-    found = fs.read_file(handle, _subject_name(name))
-    if found is None:
-        return ()
-    subject = found[0].decode("ascii", "replace").strip()
-    return (subject,) if subject else ()
+    """The data subjects a document carries (P13): its ``.<name>.subject`` tag file, one subject a line."""
+    return tuple(sorted(_read_subjects(handle, name)))
+
+
+def _quarantine_subjects(header_lines: list[str]) -> set[str]:
+    """Every subject whose rejected write this copy holds (exact strings)."""
+    subjects: set[str] = set()
+    for line in header_lines:
+        key, _, value = line.partition(": ")
+        try:
+            if key == "data_subject_id":
+                subjects.add(str(json.loads(value)))
+            elif key == "data_subject_ids":
+                subjects.update(str(v) for v in json.loads(value))
+        except (ValueError, TypeError):
+            continue
+    subjects.discard("")
+    return subjects
 
 
 class _Quarantine:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import os
 import random
 import sqlite3
@@ -41,10 +42,18 @@ from memvault_sqlite.search import Candidate, fts_query, query_terms, rank
 
 __all__ = ["SqliteProvider"]
 
+log = logging.getLogger("memvault_sqlite")
+
 _T = TypeVar("_T")
-_HEADER: Final = b"SQLite format 3\x00"
 _SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
-_OUR_TABLES: Final = frozenset({"partitions", "documents", "lines", "quarantine", "probe"})
+_OUR_TABLES: Final = frozenset(
+    {"partitions", "documents", "lines", "quarantine", "probe", "document_subjects", "pending_erasures"}
+)
+#: Seconds between two attempts of the background scrub of pending erasures.
+_SCRUB_INTERVAL: Final = 0.25
+#: How long an opportunistic scrub attempt (background, after a write, at open) waits for
+#: readers: short, because a waiting TRUNCATE checkpoint holds back new writers.
+_BACKGROUND_BUSY_MS: Final = 10
 MEMORY: Final = ":memory:"
 
 
@@ -62,6 +71,9 @@ class SqliteProvider:
         write lock before giving up with :class:`~memvault.errors.UpstreamError`.
     :param synchronous: ``full`` (default: an acknowledged retain survives power
         loss) or ``normal`` (survives a process crash; faster commits).
+    :param scrub_wait: seconds a forget waits for readers to leave the write-ahead
+        log so the erased text can be scrubbed from it; after that the forget
+        answers ``pending=True`` and the scrub finishes later (contract P24).
     """
 
     capabilities: Final = frozenset(
@@ -74,7 +86,9 @@ class SqliteProvider:
         }
     )
 
-    def __init__(self, path: str = "memvault.db", timeout: float = 10.0, synchronous: str = "full") -> None:
+    def __init__(
+        self, path: str = "memvault.db", timeout: float = 10.0, synchronous: str = "full", scrub_wait: float = 2.0
+    ) -> None:
         if synchronous.lower() not in _SYNCHRONOUS:
             raise InvalidRequest(
                 f"synchronous {synchronous!r} is not a SQLite synchronous level: use one of {', '.join(_SYNCHRONOUS)}",
@@ -82,7 +96,10 @@ class SqliteProvider:
             )
         if timeout <= 0:
             raise InvalidRequest("timeout must be a positive number of seconds", field="timeout")
+        if scrub_wait < 0:
+            raise InvalidRequest("scrub_wait must be zero or a positive number of seconds", field="scrub_wait")
         self.timeout = float(timeout)
+        self.scrub_wait = float(scrub_wait)
         self.synchronous = synchronous.lower()
         self._memory = path == MEMORY
         if self._memory:
@@ -103,8 +120,20 @@ class SqliteProvider:
         # honour busy_timeout: serialise instead.
         self._memory_lock = threading.RLock() if self._memory else None
         self._closed = False
+        self._stop = threading.Event()
+        self._scrubber: threading.Thread | None = None
+        self._identity: tuple[int, int] | None = None
         try:
             self._open_schema()
+            if not self._memory:
+                # stat, never open: health compares it to notice a file replaced under the vault.
+                st = os.stat(self.path)
+                self._identity = (st.st_dev, st.st_ino)
+                # An erasure a crashed or busy process left unscrubbed is finished now, or soon.
+                self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
+        except OSError as exc:
+            self.close()
+            raise UpstreamError(f"cannot inspect the sqlite database {self.path}: {exc}") from exc
         except BaseException:
             self.close()
             raise
@@ -126,9 +155,9 @@ class SqliteProvider:
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             conn.close()
-            raise _not_a_database(self.path, exc) from exc
+            raise _database_error(self.path, exc) from exc
         return conn
 
     def _conn(self) -> sqlite3.Connection:
@@ -181,6 +210,10 @@ class SqliteProvider:
     def close(self) -> None:
         """Close every connection this provider opened. Idempotent."""
         self._closed = True
+        self._stop.set()
+        scrubber = self._scrubber
+        if scrubber is not None and scrubber is not threading.current_thread():
+            scrubber.join(timeout=2.0)
         with self._conn_lock:
             conns, self._connections = self._connections, []
         for _thread, conn in conns:
@@ -223,8 +256,8 @@ class SqliteProvider:
                         f"sqlite database {self.path} stayed locked by another writer for more than "
                         f"{self.timeout:g} s during {verb}: retry later, or raise the provider's timeout setting"
                     ) from exc
-                if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
-                    raise _not_a_database(self.path, exc) from exc
+                if _is_not_a_database(exc) or _is_corrupt(exc):
+                    raise _database_error(self.path, exc) from exc
                 raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
             except OSError as exc:
                 raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
@@ -236,15 +269,14 @@ class SqliteProvider:
         ref = request.ref
         label = ref.label
 
-        def write() -> RetainResult:
+        def write() -> tuple[RetainResult, bool]:
             conn = self._conn()
             with self._write(conn):
                 part = ref.partition
                 pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
                 assert pid is not None
                 row = conn.execute(
-                    "SELECT id, body, size, data_subject_id FROM documents WHERE partition_id = ? AND tier = ?"
-                    " AND key = ?",
+                    "SELECT id, body, size FROM documents WHERE partition_id = ? AND tier = ? AND key = ?",
                     (pid, ref.tier.value, ref.key),
                 ).fetchone()
                 old_body = row[1] if row else ""
@@ -252,7 +284,6 @@ class SqliteProvider:
                 body = old_body + request.content if request.mode == "append" else request.content
                 size = len(body.encode("utf-8"))
                 warning = check_cap(request.tier, current=current, projected=size)
-                subject = request.data_subject_id or (row[3] if row else "")
                 stamp = schema.now_iso()
                 if row is None:
                     cur = conn.execute(
@@ -269,7 +300,7 @@ class SqliteProvider:
                             label,
                             body,
                             size,
-                            subject,
+                            "",
                             stamp,
                             stamp,
                             schema.body_sha256(body),
@@ -279,14 +310,20 @@ class SqliteProvider:
                 else:
                     doc_id = int(row[0])
                     conn.execute(
-                        "UPDATE documents SET body = ?, size = ?, data_subject_id = ?, updated_at = ?, sha256 = ?"
-                        " WHERE id = ?",
-                        (body, size, subject, stamp, schema.body_sha256(body), doc_id),
+                        "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ? WHERE id = ?",
+                        (body, size, stamp, schema.body_sha256(body), doc_id),
                     )
+                if request.data_subject_id:
+                    schema.tag_document(conn, doc_id, part.workspace_id, request.data_subject_id)
                 schema.reindex_document(conn, doc_id, pid, old_body, body)
-            return RetainResult(id=label, bytes=size, warning=warning)
+                pending = _any_pending(conn)
+            return RetainResult(id=label, bytes=size, warning=warning), pending
 
-        return self._retry(write, "retain")
+        result, pending = self._retry(write, "retain")
+        if pending:
+            # The next write is an opportunity to finish an erasure (P24).
+            self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
+        return result
 
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
@@ -362,9 +399,10 @@ class SqliteProvider:
 
     @hookimpl
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
-        def erase() -> tuple[int, int]:
+        target = _erasure_target(request)
+
+        def erase() -> tuple[int, bool, bool]:
             conn = self._conn()
-            quarantined = 0
             with self._write(conn):
                 if request.id:
                     ref = request.ref
@@ -376,13 +414,16 @@ class SqliteProvider:
                         (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
                     ).fetchall()
                 else:
+                    # Exact match (P13): '=' on TEXT compares bytes; no LIKE, no case folding.
                     rows = conn.execute(
-                        "SELECT id, partition_id FROM documents WHERE workspace_id = ? AND data_subject_id = ?",
+                        "SELECT DISTINCT d.id, d.partition_id FROM document_subjects AS s"
+                        " JOIN documents AS d ON d.id = s.document_id"
+                        " WHERE s.workspace_id = ? AND s.data_subject_id = ?",
                         (request.workspace_id, request.data_subject_id),
                     ).fetchall()
                 for doc_id, _pid in rows:
-                    schema.delete_lines(conn, doc_id)
-                    conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+                    schema.delete_document(conn, doc_id)
+                quarantined = 0
                 if request.data_subject_id:
                     # Quarantine copies of the subject's rejected writes are derived data too (P24).
                     quarantined = conn.execute(
@@ -394,35 +435,99 @@ class SqliteProvider:
                 # secure_delete zeroes the pages the old segments freed.
                 for table in sorted({schema.fts_table(pid) for _doc, pid in rows}):
                     conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-            return len(rows), quarantined
+                if (rows or quarantined) and not self._memory:
+                    # Recorded in the transaction that deletes the rows: if the process dies
+                    # before the scrub below, the next open (or any other process) finishes it.
+                    conn.execute(
+                        "INSERT INTO pending_erasures (workspace_id, target, created_at) VALUES (?, ?, ?)",
+                        (request.workspace_id, target, schema.now_iso()),
+                    )
+                mine = conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM pending_erasures WHERE workspace_id = ? AND target = ?)",
+                    (request.workspace_id, target),
+                ).fetchone()[0]
+                return len(rows), bool(mine), _any_pending(conn)
 
-        removed, quarantined = self._retry(erase, "forget")
-        if removed or quarantined:
-            self._checkpoint()
-        return ForgetResult(removed=removed)
+        removed, mine, anything = self._retry(erase, "forget")
+        pending = False
+        if anything:
+            # Our own erasure (or a retry of it) waits for readers up to scrub_wait; a forget
+            # of something else only takes the opportunity to finish older ones.
+            if mine:
+                done = self._finish_pending(wait=self.scrub_wait)
+            else:
+                done = self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
+            pending = mine and not done
+        return ForgetResult(removed=removed, pending=pending)
 
-    def _checkpoint(self) -> None:
-        """Copy the WAL into the database and truncate it, so erased text leaves the WAL file."""
-        if self._memory:
-            return
+    def _finish_pending(self, *, wait: float, busy_ms: int = 50) -> bool:
+        """Scrub the bytes of every recorded erasure: checkpoint and truncate the WAL, then drop the records.
+
+        :return: ``True`` when nothing is pending any more; otherwise a background
+            thread keeps trying until it succeeds or the provider is closed.
+        """
+        if self._memory or self._closed:
+            return not self._closed
+        try:
+            done = self._scrub(wait, busy_ms)
+        except (sqlite3.Error, MemvaultError) as exc:
+            log.warning("sqlite database %s: scrub of pending erasures failed, will retry: %s", self.path, exc)
+            done = False
+        if not done:
+            self._start_scrubber()
+        return done
+
+    def _scrub(self, wait: float, busy_ms: int = 50) -> bool:
+        # The calling thread's own connection (its schema is loaded already), outside any
+        # transaction. A TRUNCATE checkpoint holds back new writers while it waits for
+        # readers, so every attempt waits only briefly (busy_ms) and retries sleep in between.
         conn = self._conn()
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            except sqlite3.Error as exc:
-                if not _is_busy(exc):
-                    raise UpstreamError(f"sqlite database {self.path}: WAL checkpoint failed: {exc}") from exc
-                busy = 1
-            if not busy:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                newest = conn.execute("SELECT max(id) FROM pending_erasures").fetchone()[0]
+                if newest is None:
+                    return True
+                try:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    if not busy:
+                        # Every erasure recorded up to `newest` committed before this checkpoint
+                        # began, so its deleted text has left the WAL (and secure_delete zeroed it
+                        # in the database pages). Later records belong to a later checkpoint.
+                        # Dropping the records needs no fsync of its own: if it is lost in a
+                        # crash, the next open scrubs again (a no-op) and drops them then.
+                        conn.execute("PRAGMA synchronous = NORMAL")
+                        try:
+                            conn.execute("DELETE FROM pending_erasures WHERE id <= ?", (newest,))
+                        finally:
+                            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                        return True
+                except sqlite3.Error as exc:
+                    if not _is_busy(exc):
+                        raise
+                if time.monotonic() >= deadline or self._stop.is_set():
+                    return False
+                time.sleep(0.02)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+
+    def _start_scrubber(self) -> None:
+        with self._conn_lock:
+            if self._closed or (self._scrubber is not None and self._scrubber.is_alive()):
                 return
-            if time.monotonic() >= deadline:
-                raise UpstreamError(
-                    f"sqlite database {self.path}: the documents were removed, but readers kept the WAL "
-                    f"busy for {self.timeout:g} s so erased text may remain in {self.path}-wal until the "
-                    "next checkpoint: retry the forget (it is idempotent) when readers are idle"
-                )
-            time.sleep(0.01)
+            self._scrubber = threading.Thread(
+                target=self._scrub_until_done, name=f"memvault-sqlite-scrub-{self.path}", daemon=True
+            )
+            self._scrubber.start()
+
+    def _scrub_until_done(self) -> None:
+        while not self._stop.wait(_SCRUB_INTERVAL):
+            try:
+                if self._scrub(0.0, busy_ms=_BACKGROUND_BUSY_MS):
+                    return
+            except (sqlite3.Error, MemvaultError) as exc:
+                log.warning("sqlite database %s: background scrub failed, will retry: %s", self.path, exc)
 
     @hookimpl
     def memvault_health(self) -> HealthStatus:
@@ -443,9 +548,8 @@ class SqliteProvider:
         if owners:
             where.append("(" + " OR ".join(f"{column} = ?" for column, _ in owners) + ")")
             params.extend(value for _, value in owners)
-        sql = (
-            "SELECT id, workspace_id, agent_id, crew_id, tier, label, size, sha256, updated_at, data_subject_id"
-            " FROM documents" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = "SELECT id, workspace_id, agent_id, crew_id, tier, label, size, sha256, updated_at FROM documents" + (
+            " WHERE " + " AND ".join(where) if where else ""
         )
 
         def listing() -> ListDocumentsResult:
@@ -537,9 +641,11 @@ _QCOLS: Final = (
 
 
 def _subjects(conn: sqlite3.Connection, row: tuple[object, ...]) -> tuple[str, ...]:
-    """The data subjects a document carries (P13), as this schema stores them (``documents.data_subject_id``)."""
-    subject = row[9]
-    return (str(subject),) if subject else ()
+    """The data subjects a document carries (P13): its rows in ``document_subjects`` (schema v5)."""
+    found = conn.execute(
+        "SELECT data_subject_id FROM document_subjects WHERE document_id = ? ORDER BY data_subject_id", (row[0],)
+    ).fetchall()
+    return tuple(str(subject) for (subject,) in found)
 
 
 def _record(row: tuple[str, ...]) -> _QuarantineRecord:
@@ -559,6 +665,18 @@ def _record(row: tuple[str, ...]) -> _QuarantineRecord:
     )
 
 
+def _any_pending(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM pending_erasures)").fetchone()[0])
+
+
+def _erasure_target(request: ForgetRequest) -> str:
+    """What a forget erases, as recorded while its scrub is pending (matched again by a retry)."""
+    if request.data_subject_id:
+        return f"subject:{request.data_subject_id}"
+    part = request.ref.partition
+    return f"document:{part.kind}:{part.owner_id}:{request.id}"
+
+
 def _newer_message(path: str, version: int) -> str:
     return (
         f"sqlite database {path} has schema version {version}, newer than the {schema.SCHEMA_VERSION} this "
@@ -566,14 +684,33 @@ def _newer_message(path: str, version: int) -> str:
     )
 
 
-def _not_a_database(path: str, exc: BaseException) -> InvalidRequest:
-    return InvalidRequest(
-        f"{path} is not a SQLite database ({exc}): point path at a memvault database or a new file", field="path"
-    )
+def _is_not_a_database(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc).lower()
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc).lower()
+
+
+def _database_error(path: str, exc: sqlite3.Error) -> MemvaultError:
+    """SQLite's own verdict on the file, as a typed error that says what to do."""
+    if _is_not_a_database(exc):
+        return InvalidRequest(
+            f"{path} is not a SQLite database (SQLite says: {exc}): point path at a memvault database or a new file",
+            field="path",
+        )
+    if _is_corrupt(exc):
+        return UpstreamError(
+            f"the sqlite database {path} is corrupt (SQLite says: {exc}): restore it from a backup, or "
+            "recover it with the sqlite3 shell's .recover command"
+        )
+    if _is_busy(exc):
+        return UpstreamError(f"the sqlite database {path} is locked exclusively by another process: retry later")
+    return UpstreamError(f"cannot use the sqlite database {path}: {exc}")
 
 
 def _check_location(path: Path) -> None:
-    """Refuse, before SQLite sees it, a path whose directory is missing or unwritable, or a non-SQLite file."""
+    """Refuse, before SQLite sees it, a path whose directory is missing or unwritable (``stat`` only)."""
     parent = path.parent
     if not parent.is_dir():
         raise InvalidRequest(
@@ -588,20 +725,13 @@ def _check_location(path: Path) -> None:
             f"the directory {parent} of the sqlite database is not writable (SQLite needs to create its "
             "-wal and -shm files there): fix its permissions or choose another directory"
         )
-    if path.exists():
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise UpstreamError(f"sqlite database {path} is not readable and writable: fix its permissions")
-        try:
-            with path.open("rb") as fh:
-                header = fh.read(len(_HEADER))
-        except OSError as exc:
-            raise UpstreamError(f"cannot read sqlite database {path}: {exc}") from exc
-        if header and header != _HEADER:
-            raise InvalidRequest(
-                f"{path} is not a SQLite database (its header is not 'SQLite format 3'): point path at a "
-                "memvault database or a new file",
-                field="path",
-            )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise UpstreamError(f"sqlite database {path} is not readable and writable: fix its permissions")
+    # Never open the file (or its -wal/-shm) here to sniff its header: on POSIX, closing any
+    # descriptor of a file drops every fcntl lock this process holds on it, including the
+    # locks of SQLite connections other vaults of this process have open on the same file.
+    # SQLite itself says "file is not a database" on the first statement; _connect and
+    # _retry translate that into InvalidRequest.
 
 
 def health(provider: SqliteProvider) -> HealthStatus:
@@ -617,15 +747,18 @@ def health(provider: SqliteProvider) -> HealthStatus:
         return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is missing")
     if not os.access(path.parent, os.W_OK | os.X_OK):
         return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is not writable")
-    if not path.exists():
-        return HealthStatus(ok=False, message=f"the sqlite database file {path} is missing (deleted after open?)")
     try:
-        with path.open("rb") as fh:
-            header = fh.read(len(_HEADER))
+        st = os.stat(path)
+    except FileNotFoundError:
+        return HealthStatus(ok=False, message=f"the sqlite database file {path} is missing (deleted after open?)")
     except OSError as exc:
-        return HealthStatus(ok=False, message=f"the sqlite database {path} cannot be read: {exc}")
-    if header != _HEADER:
-        return HealthStatus(ok=False, message=f"{path} is not a SQLite database any more (its header is wrong)")
+        return HealthStatus(ok=False, message=f"the sqlite database {path} cannot be inspected: {exc}")
+    if provider._identity is not None and (st.st_dev, st.st_ino) != provider._identity:
+        return HealthStatus(
+            ok=False,
+            message=f"the sqlite database file {path} was replaced by another file since the vault opened it "
+            "(it may not be a SQLite database): restore the file, or close and reopen the vault",
+        )
     try:
         conn = provider._connect(busy_ms=100)
     except MemvaultError as exc:
@@ -635,6 +768,7 @@ def health(provider: SqliteProvider) -> HealthStatus:
         if version > schema.SCHEMA_VERSION:
             return HealthStatus(ok=False, message=_newer_message(str(path), version))
         conn.execute("SELECT count(*) FROM partitions").fetchone()
+        pending = int(conn.execute("SELECT count(*) FROM pending_erasures").fetchone()[0])
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("INSERT INTO probe DEFAULT VALUES")
@@ -645,7 +779,11 @@ def health(provider: SqliteProvider) -> HealthStatus:
             return HealthStatus(ok=False, message=f"the sqlite database {path} is locked by a long write")
         if "readonly" in str(exc).lower():
             return HealthStatus(ok=False, message=f"the sqlite database {path} is read-only: {exc}")
+        if _is_not_a_database(exc):
+            return HealthStatus(ok=False, message=f"{path} is not a SQLite database any more (SQLite says: {exc})")
+        if _is_corrupt(exc):
+            return HealthStatus(ok=False, message=f"the sqlite database {path} is corrupt (SQLite says: {exc})")
         return HealthStatus(ok=False, message=f"the sqlite database {path} failed a probe query: {exc}")
     finally:
         conn.close()
-    return HealthStatus(ok=True)
+    return HealthStatus(ok=True, pending_erasures=pending)

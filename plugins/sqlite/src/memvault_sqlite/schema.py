@@ -12,6 +12,12 @@ Version history:
   ``lines_fts_63`` (a partition's lines live in shard ``id % 64``) over the
   lines' stemmed terms (``detail=none``: only "which lines hold this term"),
   and ``quarantine``.
+* **3**: quarantine copies carry ``data_subject_id``.
+* **4**: every document carries its body's ``sha256``.
+* **5**: ``document_subjects`` (one row per document and data subject that ever
+  wrote to it, contract P13; ``documents.data_subject_id`` is no longer used and
+  left empty) and ``pending_erasures`` (erasures whose rows are deleted but whose
+  bytes may still be in the write-ahead log, contract P24).
 
 A migration runs inside one ``BEGIN IMMEDIATE`` transaction, so concurrent
 openers wait for it and a failed migration leaves the old version intact.
@@ -29,9 +35,19 @@ from memvault.errors import UpstreamError
 from memvault.models import Tier, label_for
 from memvault_sqlite.search import index_line
 
-__all__ = ["FTS_SHARDS", "LINE_BITS", "SCHEMA_VERSION", "body_sha256", "fts_table", "migrate", "reindex_document"]
+__all__ = [
+    "FTS_SHARDS",
+    "LINE_BITS",
+    "SCHEMA_VERSION",
+    "body_sha256",
+    "delete_document",
+    "fts_table",
+    "migrate",
+    "reindex_document",
+    "tag_document",
+]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 #: A line's rowid is ``partition_id << LINE_BITS | sequence``: the lines of one
 #: partition form one contiguous rowid range, which FTS5 seeks to directly.
 LINE_BITS: Final = 32
@@ -246,13 +262,64 @@ def _from_v3(conn: sqlite3.Connection) -> None:
     conn.executemany("UPDATE documents SET sha256 = ? WHERE id = ?", [(body_sha256(body), doc) for doc, body in rows])
 
 
+_V5: Final = """
+CREATE TABLE document_subjects (
+    document_id INTEGER NOT NULL REFERENCES documents (id),
+    workspace_id TEXT NOT NULL,
+    data_subject_id TEXT NOT NULL,
+    PRIMARY KEY (document_id, data_subject_id)
+) WITHOUT ROWID;
+CREATE INDEX document_subjects_by_subject ON document_subjects (workspace_id, data_subject_id);
+CREATE TABLE pending_erasures (
+    id INTEGER PRIMARY KEY,
+    workspace_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX pending_erasures_by_target ON pending_erasures (workspace_id, target);
+"""
+
+
+def _from_v4(conn: sqlite3.Connection) -> None:
+    """v4 -> v5: a document keeps every subject that wrote to it; erasures awaiting their scrub are recorded."""
+    for statement in _V5.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute(
+        "INSERT INTO document_subjects (document_id, workspace_id, data_subject_id)"
+        " SELECT id, workspace_id, data_subject_id FROM documents WHERE data_subject_id != ''"
+    )
+    conn.execute("DROP INDEX documents_by_subject")
+    conn.execute("UPDATE documents SET data_subject_id = '' WHERE data_subject_id != ''")
+
+
+def tag_document(conn: sqlite3.Connection, document_id: int, workspace_id: str, subject: str) -> None:
+    """Add ``subject`` to the subjects the document carries (P13); a tag is never removed by a write."""
+    conn.execute(
+        "INSERT OR IGNORE INTO document_subjects (document_id, workspace_id, data_subject_id) VALUES (?, ?, ?)",
+        (document_id, workspace_id, subject),
+    )
+
+
+def delete_document(conn: sqlite3.Connection, document_id: int) -> None:
+    """Remove a document with its lines, index entries and subject tags."""
+    delete_lines(conn, document_id)
+    conn.execute("DELETE FROM document_subjects WHERE document_id = ?", (document_id,))
+    conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+
+
 def body_sha256(body: str) -> str:
     """The hex sha256 of a document body, as recall hits report it."""
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 #: ``MIGRATIONS[v]`` brings a version ``v`` database to version ``v + 1``.
-MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {1: _from_v1, 2: _from_v2, 3: _from_v3}
+MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
+    1: _from_v1,
+    2: _from_v2,
+    3: _from_v3,
+    4: _from_v4,
+}
 
 
 def migrate(conn: sqlite3.Connection) -> int:
