@@ -48,14 +48,21 @@ class _Context:
         from memvault.vault import open as open_vault
 
         settings = dict(settings_from_pairs(self.options))
+        if "config" in settings:
+            raise InvalidRequest(
+                "-o config=... is not a provider setting: pass the config file as `memvault --config PATH ...`",
+                field="config",
+            )
         if self.provider is None:
-            if not settings:
-                return open_from_config(self.config)
             return open_from_config(self.config, **settings)
         config = load_config(self.config)
         merged: dict[str, Any] = dict(config.providers.get(self.provider, {}))
         merged.update(settings)
-        return open_vault(self.provider, scanner=config.scanner, health_timeout=config.health_timeout, **merged)
+        options: dict[str, Any] = {"scanner": config.scanner, "health_timeout": config.health_timeout}
+        for key in ("scanner", "health_timeout"):
+            if key in merged:
+                options[key] = merged.pop(key)
+        return open_vault(self.provider, **options, **merged)
 
 
 def _fail(exc: MemvaultError) -> None:
