@@ -134,3 +134,9 @@ def test_tox_never_downloads_an_interpreter() -> None:
     assert "skip_missing_interpreters = false" in text
     assert "uv_python_preference = only-system" in text
     assert os.environ.get("UV_PYTHON_DOWNLOADS", "never") == "never"
+
+
+def test_getting_started_shows_the_same_two_commands() -> None:
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert f"$ {install_command()}\n" in page
+    assert f"$ {suite_command()}\n" in page
