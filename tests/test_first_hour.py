@@ -253,3 +253,83 @@ def test_serve_reports_a_bad_provider_before_any_warning(args: tuple[str, ...], 
     assert result.returncode != 0
     assert result.stderr.startswith("error: "), result.stderr
     assert "warning: no tokens" not in result.stderr
+
+
+# --- memvault doctor --------------------------------------------------------------------
+
+
+def test_doctor_on_a_fresh_directory_finds_nothing_wrong_and_writes_nothing(tmp_path: Path) -> None:
+    result = run(tmp_path, "doctor")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for check in ("python", "providers", "provider sqlite", "config", "store (sqlite)", "disk"):
+        assert check in result.stdout
+    assert "no problems found" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_doctor_reports_schema_version_and_integrity_of_the_sqlite_store(tmp_path: Path) -> None:
+    assert run(tmp_path, *VERBS["retain"]).returncode == 0
+    result = run(tmp_path, "doctor", "--json")
+    assert result.returncode == 0, result.stdout
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["schema"]["status"] == "ok"
+    assert "schema version" in checks["schema"]["detail"]
+    assert checks["integrity"]["status"] == "ok"
+
+
+def test_doctor_fails_on_a_schema_newer_than_the_installed_code(tmp_path: Path) -> None:
+    import sqlite3
+
+    assert run(tmp_path, *VERBS["retain"]).returncode == 0
+    with sqlite3.connect(tmp_path / "memvault.db") as conn:
+        conn.execute("PRAGMA user_version = 999")
+    result = run(tmp_path, "doctor")
+    assert result.returncode == 1
+    assert "schema version 999" in result.stdout
+    assert "to fix:" in result.stdout
+    assert "upgrade memvault-sqlite" in result.stdout
+
+
+def test_doctor_fails_on_a_corrupt_database(tmp_path: Path) -> None:
+    import memvault
+
+    db = tmp_path / "memvault.db"
+    with memvault.open("sqlite", path=str(db)) as vault:
+        for n in range(40):
+            vault.retain(
+                memvault.RetainRequest(
+                    workspace_id="w1", agent_id=f"a{n}", tier="pins", content=f"line {n} " * 50 + "\n", mode="append"
+                )
+            )
+    data = bytearray(db.read_bytes())
+    assert len(data) > 5 * 4096
+    data[3 * 4096 : 5 * 4096] = b"\xa5" * (2 * 4096)  # two pages of garbage, header intact
+    db.write_bytes(bytes(data))
+    for side in ("memvault.db-wal", "memvault.db-shm"):
+        (tmp_path / side).unlink(missing_ok=True)
+    result = run(tmp_path, "doctor", "--json")
+    assert result.returncode == 1
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is False
+    failed = [c for c in payload["checks"] if c["status"] == "fail"]
+    assert failed
+    assert all(c["fix"] for c in failed)
+
+
+def test_doctor_names_a_broken_plugin_and_how_to_skip_it(tmp_path: Path) -> None:
+    env = install_fake_distribution(tmp_path / "site", "broken_store", "import not_a_module_anywhere\n")
+    result = run(tmp_path, "doctor", env=env)
+    assert result.returncode == 1
+    assert "plugin broken_store" in result.stdout
+    assert "MEMVAULT_DISABLE_PLUGINS=broken_store" in result.stdout
+
+
+def test_doctor_reports_a_bad_config_and_a_missing_setting(tmp_path: Path) -> None:
+    (tmp_path / "memvault.toml").write_text('provider = "local-disk"\n')
+    result = run(tmp_path, "doctor")
+    assert result.returncode == 1
+    assert "needs the setting 'root'" in result.stdout
+    (tmp_path / "memvault.toml").write_text("provider = \n")
+    result = run(tmp_path, "doctor")
+    assert result.returncode == 1
+    assert "not valid TOML" in result.stdout
