@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -333,3 +334,13 @@ def test_doctor_reports_a_bad_config_and_a_missing_setting(tmp_path: Path) -> No
     result = run(tmp_path, "doctor")
     assert result.returncode == 1
     assert "not valid TOML" in result.stdout
+
+
+def test_parity_run_shows_progress_as_tests_run(tmp_path: Path) -> None:
+    """A long `memvault parity` run prints a mark per test and the share done, then a one-line verdict."""
+    result = run(tmp_path, "parity", "memory", "-k", "forget", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = result.stdout.splitlines()[0]
+    assert re.fullmatch(r"[.sxF]+\s+\[\s*\d+%\]", first), first
+    assert "[100%]" in result.stdout
+    assert "memvault parity memory: PASS" in result.stdout
