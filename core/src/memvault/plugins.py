@@ -431,7 +431,8 @@ def setting_help(info: ProviderInfo, key: str) -> str:
             return " ".join(t for t in text if t).replace("``", "`").rstrip(".")
     hint = _hints(factory).get(key)
     if hint is not None:
-        return f"a {getattr(hint, '__name__', None) or str(hint).replace('typing.', '')}"
+        shown = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+        return f"{'an' if shown[:1] in 'aeiou' else 'a'} {shown}"
     return ""
 
 
