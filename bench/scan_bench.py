@@ -1,6 +1,6 @@
 """The prompt-injection scanner on real conversation text: false positives and cost per retain.
 
-Data: every turn of LoCoMo (``/work/shared/datasets/locomo/locomo10.json``,
+Data: every turn of LoCoMo (``bench/data/locomo/locomo10.json``, CC BY-NC 4.0, or ``--data``;
 10 conversations, 5,882 turns). Each conversation is one agent; each session
 is one ``daily`` document (key = 2023-01-01 plus the session number, in days);
 each turn is appended as ``Speaker: text\\n`` -- the way an agent keeps a
@@ -43,7 +43,8 @@ from memvault.markers import hookimpl
 from memvault.plugins import get_registry
 from memvault.scan import BuiltinScanner, scan
 
-DATA = Path(os.environ.get("LOCOMO", "/work/shared/datasets/locomo/locomo10.json"))
+#: The copy in this repository (see bench/data/locomo/SOURCE.md for its origin and license).
+DATA = Path(os.environ.get("LOCOMO", Path(__file__).resolve().parent / "data" / "locomo" / "locomo10.json"))
 START = dt.date(2023, 1, 1)
 QUERIES = [
     "support group",
@@ -59,9 +60,9 @@ QUERIES = [
 ]
 
 
-def turns() -> Iterator[tuple[str, str, str]]:
+def turns(path: Path = DATA) -> Iterator[tuple[str, str, str]]:
     """(agent id, daily key, line) for every turn, in conversation order."""
-    for index, sample in enumerate(json.loads(DATA.read_text(encoding="utf-8"))):
+    for index, sample in enumerate(json.loads(path.read_text(encoding="utf-8"))):
         conversation = sample["conversation"]
         session = 1
         while f"session_{session}" in conversation:
@@ -204,12 +205,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved off/builtin rounds per provider")
     parser.add_argument("--providers", default="", help="comma-separated (default: memory, and sqlite if installed)")
     parser.add_argument("--out", default="", help="write a Markdown report here")
+    parser.add_argument("--data", type=Path, default=DATA, help="locomo10.json (default: %(default)s)")
     args = parser.parse_args()
     providers = [p for p in args.providers.split(",") if p] or [
         p for p in ("memory", "sqlite") if p in get_registry().names()
     ]
-    data = list(turns())
-    print(f"{len(data)} turns from {DATA}", file=sys.stderr)
+    data = list(turns(args.data))
+    print(f"{len(data)} turns from {args.data}", file=sys.stderr)
 
     direct = [(line, finding) for _, _, line in data if (finding := scan(line)) is not None]
     p50, p95, mean = scan_cost(data)

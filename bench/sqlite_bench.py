@@ -90,7 +90,7 @@ def retain_rate(tmp: Path, n: int = 400, synchronous: str = "full") -> dict[str,
 
 
 def corpus() -> tuple[list[str], list[str]]:
-    data = locomo.load()
+    data = locomo.load(locomo.DATASET)
     lines: list[str] = []
     questions: list[str] = []
     for sample in data:
@@ -292,7 +292,9 @@ def forget_cost(cache: Path, n_partitions: int, lines: list[str], samples: int =
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 1M-line size")
+    parser.add_argument("--data", type=Path, default=locomo.DATASET, help="locomo10.json (default: %(default)s)")
     args = parser.parse_args()
+    locomo.DATASET = args.data
     cache = Path(tempfile.gettempdir()) / f"memvault-sqlite-bench-{source_hash()}"
     cache.mkdir(exist_ok=True)
     started = time.perf_counter()
@@ -324,7 +326,7 @@ def main() -> None:
             f"{n_partitions * LINES_PER_PARTITION:,} lines: p50 {ms(statistics.median(times))}, max {ms(max(times))}"
         )
 
-    data = locomo.load()
+    data = locomo.load(locomo.DATASET)
     with (
         tempfile.TemporaryDirectory() as tmp,
         memvault.open("sqlite", path=f"{tmp}/locomo.db", synchronous="normal") as vault,

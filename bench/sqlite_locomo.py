@@ -11,11 +11,15 @@ in one string are split (``"D8:6; D9:17"``), ``"D:11:26"`` becomes ``D11:26``,
 leading zeros are dropped (``"D30:05"``), a bare ``"D"`` is ignored, and the two
 ids that point at turns that do not exist are left out of the denominator.
 
-Run alone: ``python bench/sqlite_locomo.py`` (prints recall@1/5/10/20).
+Data: ``bench/data/locomo/locomo10.json`` in this repository (CC BY-NC 4.0; its
+license and source are beside it), or ``--data PATH``.
+
+Run alone: ``python bench/sqlite_locomo.py [--data PATH]`` (prints recall@1/5/10/20).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import re
@@ -28,7 +32,8 @@ from typing import Any
 
 import memvault
 
-DATASET = Path("/work/shared/datasets/locomo/locomo10.json")
+#: The copy in this repository (see bench/data/locomo/SOURCE.md for its origin and license).
+DATASET = Path(__file__).resolve().parent / "data" / "locomo" / "locomo10.json"
 WORKSPACE = "locomo"
 KS = (1, 5, 10, 20)
 DAILY_CAP = 30000
@@ -57,8 +62,8 @@ def normalise_evidence(raw: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def load() -> list[dict[str, Any]]:
-    data: list[dict[str, Any]] = json.loads(DATASET.read_text())
+def load(path: Path = DATASET) -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
     return data
 
 
@@ -128,7 +133,9 @@ def evaluate(
 
 
 def main() -> None:
-    data = load()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATASET, help="locomo10.json (default: %(default)s)")
+    data = load(parser.parse_args().data)
     with (
         tempfile.TemporaryDirectory() as tmp,
         memvault.open("sqlite", path=f"{tmp}/locomo.db", scanner="off", synchronous="normal") as vault,

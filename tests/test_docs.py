@@ -1,8 +1,21 @@
-"""Every code sample in README.md and docs/ runs: ```python blocks are executed, ```console
-blocks' `$ memvault ...` lines are run and their shown output checked.
+"""Every code sample in the README files and docs/ runs, or says why it cannot.
 
-Lines that install, start a long-running server or run the test matrix are
-not executed here (they are what CI itself does); everything else is.
+* ```python blocks are executed;
+* ```console blocks: every `$ ` line runs in a shell and its shown output is
+  checked (a first shown line `error: ...` means the command must fail).
+  `pip install` lines install into the venv the README's first command made
+  (in a fresh copy of the repository, see ``readme_service``); lines that talk
+  to `http://127.0.0.1:8765` go to the server that command started;
+  `memvault serve` lines start a server, wait until it listens, and stop it;
+* ```toml blocks are loaded as memvault.toml and their settings checked.
+
+Any other block, and any block that cannot run here, carries a marker on the
+line above it: ``<!-- not run: the reason -->`` (invisible in the rendered
+site). A block without either fails :func:`test_every_block_runs_or_says_why_not`.
+
+A block that needs a module only some envs install (a plugin's or a framework's
+page) says so on a line above it, ``<!-- needs: module, ... -->``: it runs where
+those modules import and is skipped elsewhere; the env that installs them runs it.
 """
 
 from __future__ import annotations
@@ -10,113 +23,233 @@ from __future__ import annotations
 import os
 import re
 import runpy
-import shlex
+import selectors
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+from conftest import ReadmeService, clean_env
+from readme import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 #: Generated signature listings, not samples.
-NOT_SAMPLES = {"plugin-authors/hooks.md"}
-_FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.M | re.S)
-_NOT_RUN = ("pip install", "memvault serve", "tox ", "git clone", "cd ")
-#: ``<!-- needs: module, ... -->`` on the line before a fence: the sample runs only where those
-#: modules are installed (a plugin's or a framework's page); the env that installs them runs it.
-_NEEDS = re.compile(r"<!--\s*needs:\s*([\w., ]+?)\s*-->\s*\n$")
-NEEDS: dict[tuple[str, int], list[str]] = {}
+NOT_SAMPLES = {"docs/plugin-authors/hooks.md"}
+RUN_KINDS = {"python", "console", "toml"}
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+_MARK = re.compile(r"<!-- not run: (.+?) -->\s*$")
+_NEEDS = re.compile(r"<!--\s*needs:\s*([\w., ]+?)\s*-->\s*$")
+SERVICE = "http://127.0.0.1:8765"
+SERVE_DEADLINE = 60.0
 
 
-def _blocks(kind: str) -> list[tuple[str, int, str]]:
+def pages() -> list[Path]:
+    """README.md, every distribution's README (their PyPI page) and docs/."""
+    found = [ROOT / "README.md", ROOT / "core" / "README.md", ROOT / "parity_suite" / "README.md"]
+    found += sorted((ROOT / "plugins").glob("*/README.md"))
+    found += sorted(DOCS.rglob("*.md"))
+    return [p for p in found if p.relative_to(ROOT).as_posix() not in NOT_SAMPLES]
+
+
+class Block:
+    def __init__(self, page: str, line: int, kind: str, code: str, reason: str, needs: list[str]) -> None:
+        self.page, self.line, self.kind, self.code, self.reason = page, line, kind, code, reason
+        self.needs = needs
+
+    def skip_unless_installed(self) -> None:
+        for module in self.needs:
+            pytest.importorskip(module, reason=f"{self} needs {module}")
+
+    def __repr__(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def blocks() -> list[Block]:
     found = []
-    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
-        rel = page.relative_to(DOCS).as_posix() if page.is_relative_to(DOCS) else page.name
-        if rel in NOT_SAMPLES:
-            continue
+    for page in pages():
+        rel = page.relative_to(ROOT).as_posix()
         source = page.read_text(encoding="utf-8")
         for match in _FENCE.finditer(source):
-            if match.group(1) == kind:
-                line = source[: match.start()].count("\n") + 1
-                needs = _NEEDS.search(source, max(0, match.start() - 200), match.start())
-                if needs:
-                    NEEDS[(rel, line)] = [m.strip() for m in needs.group(1).split(",") if m.strip()]
-                found.append((rel, line, textwrap.dedent(match.group(2))))
+            # The markers: the run of HTML comment lines right above the fence.
+            above = source[: match.start()].rstrip("\n").split("\n")
+            comments = []
+            while above and above[-1].strip().startswith("<!--"):
+                comments.append(above.pop().strip())
+            marks = [m.group(1) for c in comments if (m := _MARK.search(c))]
+            needs = [n.strip() for c in comments if (m := _NEEDS.search(c)) for n in m.group(1).split(",") if n.strip()]
+            line = source[: match.start()].count("\n") + 1
+            found.append(
+                Block(rel, line, match.group(1), textwrap.dedent(match.group(2)), marks[0] if marks else "", needs)
+            )
     return found
 
 
-def _id(block: tuple[str, int, str]) -> str:
-    return f"{block[0]}:{block[1]}"
+BLOCKS = blocks()
 
 
-def _skip_unless_installed(block: tuple[str, int, str]) -> None:
-    for module in NEEDS.get((block[0], block[1]), []):
-        pytest.importorskip(module, reason=f"{block[0]}:{block[1]} needs {module}")
+def _runnable(kind: str) -> list[Block]:
+    return [b for b in BLOCKS if b.kind == kind and not b.reason]
 
 
-@pytest.mark.parametrize("block", _blocks("python"), ids=_id)
-def test_python_sample_runs(block: tuple[str, int, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _skip_unless_installed(block)
-    code = block[2]
+def test_every_block_runs_or_says_why_not() -> None:
+    silent = [repr(b) for b in BLOCKS if b.kind not in RUN_KINDS and not b.reason]
+    assert not silent, f"blocks neither run by this test nor marked `<!-- not run: reason -->`: {silent}"
+
+
+def test_blocks_are_found_on_every_page_kind() -> None:
+    """Guard against the fence pattern silently matching nothing."""
+    assert len(_runnable("python")) >= 20
+    assert len(_runnable("console")) >= 10
+    assert {b.page for b in BLOCKS} >= {"README.md", "docs/getting-started.md", "plugins/sqlite/README.md"}
+
+
+@pytest.mark.parametrize("block", _runnable("python"), ids=repr)
+def test_python_sample_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    block.skip_unless_installed()
+    for key in [k for k in os.environ if k.startswith("MEMVAULT_")]:
+        monkeypatch.delenv(key)
     monkeypatch.chdir(tmp_path)
     script = tmp_path / "sample.py"
-    script.write_text(code)
+    script.write_text(block.code)
     runpy.run_path(str(script), run_name="__main__")
 
 
-@pytest.mark.parametrize("block", _blocks("console"), ids=_id)
-def test_console_sample_runs(block: tuple[str, int, str], tmp_path: Path) -> None:
-    _skip_unless_installed(block)
-    page, line, code = block
-    memvault_bin = Path(sys.executable).with_name("memvault")
-    env = {**os.environ, "MEMVAULT_CONFIG": "", "PATH": f"{memvault_bin.parent}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("MEMVAULT_CONFIG")
+def _commands(code: str) -> list[tuple[str, list[str]]]:
+    """Each `$ ` line (with `\\` continuations) and the output lines shown under it."""
+    out: list[tuple[str, list[str]]] = []
     lines = code.splitlines()
-    ran = 0
-    for index, text in enumerate(lines):
+    index = 0
+    while index < len(lines):
+        text = lines[index]
+        index += 1
         if not text.startswith("$ "):
             continue
         command = text[2:]
-        if not command.startswith("memvault") or any(marker in command for marker in _NOT_RUN):
-            continue
-        expected = []
-        for following in lines[index + 1 :]:
-            if following.startswith("$ "):
+        while command.endswith("\\") and index < len(lines):
+            command = command[:-1] + " " + lines[index].strip()
+            index += 1
+        shown = []
+        while index < len(lines) and not lines[index].startswith("$ "):
+            if lines[index].strip():
+                shown.append(lines[index])
+            index += 1
+        out.append((command, shown))
+    return out
+
+
+def _serve(command: str, cwd: Path, env: dict[str, str]) -> str:
+    """Start a `memvault serve` line, wait until it listens, stop it; its output."""
+    proc = subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    output = []
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + SERVE_DEADLINE
+    try:
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=0.5):
+                if proc.poll() is not None:
+                    break
+                continue
+            line = proc.stdout.readline()
+            if not line:
                 break
-            expected.append(following)
-        proc = subprocess.run(
-            shlex.split(command), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
-        )
-        output = proc.stdout + proc.stderr
-        if expected and expected[0].startswith("error:"):
-            assert proc.returncode != 0, f"{page}:{line}: `{command}` should fail"
+            output.append(line)
+            if "listening on" in line:
+                break
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        selector.close()
+    text = "".join(output)
+    assert "listening on" in text, f"`{command}` did not start listening:\n{text}"
+    return text
+
+
+@pytest.mark.parametrize("block", _runnable("console"), ids=repr)
+def test_console_sample_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    block.skip_unless_installed()
+    here = Path(sys.executable).parent
+    env = {**clean_env(), "PATH": f"{here}{os.pathsep}{os.environ['PATH']}"}
+    service: ReadmeService | None = None
+    if "pip install" in block.code or SERVICE in block.code:
+        service = request.getfixturevalue("readme_service")
+    # A serve line binds a free port (the docs show 8765), so parallel runs never collide.
+    (tmp_path / "memvault.toml").write_text("[server]\nport = 0\n")
+    commands = _commands(block.code)
+    assert commands, f"{block}: a console block without any `$ ` line"
+    for command, shown in commands:
+        cwd, run_env = tmp_path, env
+        if "pip install" in block.code:
+            # An install block runs in the clone, with its .venv first on PATH.
+            assert service is not None
+            cwd = service.checkout
+            run_env = {**env, "PATH": f"{service.venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+        if SERVICE in command:
+            assert service is not None
+            command = command.replace(SERVICE, service.url)
+        if "memvault serve" in command:
+            output = _serve(command.replace("--port 8765", "--port 0"), cwd, run_env)
+            code = 0
+            listening = re.search(r"listening on (http://\S+)", output)
+            assert listening is not None
+            shown = [line.replace(SERVICE, listening.group(1)) for line in shown]
         else:
-            assert proc.returncode == 0, f"{page}:{line}: `{command}` exited {proc.returncode}:\n{output}"
-        for shown in expected:
-            assert shown.strip() in output, f"{page}:{line}: `{command}` did not print {shown!r}:\n{output}"
-        ran += 1
-    if ran == 0:
-        pytest.skip(f"{page}:{line} holds only install/serve/test commands, run by CI itself")
+            proc = subprocess.run(
+                ["bash", "-c", command],
+                cwd=cwd,
+                env=run_env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+            output, code = proc.stdout + proc.stderr, proc.returncode
+        if shown and shown[0].startswith("error:"):
+            assert code != 0, f"{block}: `{command}` should fail:\n{output}"
+        else:
+            assert code == 0, f"{block}: `{command}` exited {code}:\n{output}"
+        for line in shown:
+            assert line.strip() in output, f"{block}: `{command}` did not print {line!r}:\n{output}"
 
 
-def _config_blocks() -> list[tuple[str, int, str]]:
+def _config_blocks() -> list[Block]:
     """memvault.toml examples (pyproject snippets are not configs)."""
     # An MCP server's slots file (memvault-mcp tests its own samples) is not a memvault.toml.
-    return [b for b in _blocks("toml") if "[project" not in b[2] and not b[2].startswith("# mcp.toml")]
+    return [b for b in _runnable("toml") if "[project" not in b.code and not b.code.startswith("# mcp.toml")]
 
 
-@pytest.mark.parametrize("block", _config_blocks(), ids=_id)
-def test_config_sample_is_a_valid_memvault_toml(block: tuple[str, int, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("block", _config_blocks(), ids=repr)
+def test_config_sample_is_a_valid_memvault_toml(block: Block, tmp_path: Path) -> None:
     """Every memvault.toml in the docs loads, and its provider and server settings are accepted."""
     from memvault.config import load_config
     from memvault.plugins import coerce_settings, get_registry
     from memvault_http_remote.settings import ServerSettings
 
     path = tmp_path / "memvault.toml"
-    path.write_text(block[2])
+    path.write_text(block.code)
     config = load_config(path)
     for name, settings in config.providers.items():
         coerce_settings(get_registry().get(name), settings)
     ServerSettings.from_table(config.server)
+
+
+def test_pyproject_snippets_are_marked_or_valid_toml() -> None:
+    tomllib = pytest.importorskip("tomllib")
+
+    for block in [b for b in _runnable("toml") if "[project" in b.code]:
+        tomllib.loads(block.code)

@@ -204,3 +204,72 @@ def test_remote_providers_default_to_no_client_scanner(plugin_dir: Path, monkeyp
         assert not any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
     with memvault.open("far", scanner="builtin") as vault:
         assert any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
+
+
+_FACTORY_TAKING = """
+import memvault
+from memvault.memory import MemoryProvider
+
+
+def make(*, {param}: str = "", **rest):
+    '''A factory function.'''
+    return MemoryProvider()
+
+
+@memvault.hookimpl
+def memvault_register_providers(register):
+    register("{name}", make)
+"""
+
+
+@pytest.mark.parametrize("reserved", ["config", "health_timeout", "plugins", "scanner"])
+def test_a_factory_taking_a_reserved_name_is_refused_at_registration(plugin_dir: Path, reserved: str) -> None:
+    ep = write_plugin(plugin_dir, f"fakeplug_res_{reserved}", _FACTORY_TAKING.format(param=reserved, name="res"))
+    registry = Registry(entry_points=[ep])
+    assert "res" not in registry.names()
+    [failure] = registry.failures
+    assert f"takes setting {reserved!r}" in failure.cause
+    assert "rename that setting" in failure.cause
+
+
+_REQUIRED = """
+import memvault
+from memvault.memory import MemoryProvider
+
+
+def documented(bucket: str, region: str = "eu"):
+    '''Open one.
+
+    :param bucket: the bucket that holds
+        every memory.
+    :param region: where.
+    '''
+    return MemoryProvider()
+
+
+def undocumented(url: str, port: int):
+    return MemoryProvider()
+
+
+@memvault.hookimpl
+def memvault_register_providers(register):
+    register("documented", documented)
+    register("undocumented", undocumented)
+"""
+
+
+def test_missing_required_settings_are_named_with_meaning_and_how_to_pass_them(plugin_dir: Path) -> None:
+    from memvault.plugins import missing_settings
+
+    registry = Registry(entry_points=[write_plugin(plugin_dir, "fakeplug_req", _REQUIRED)])
+    error = missing_settings(registry.get("documented"), {})
+    assert error is not None
+    assert error.field == "bucket"
+    assert "needs the setting 'bucket' (the bucket that holds every memory)" in str(error)
+    assert "`-o bucket=VALUE`" in str(error)
+    assert "`bucket = ...` under `[providers.documented]`" in str(error)
+    assert "memvault.open('documented', bucket=...)" in str(error)
+    assert missing_settings(registry.get("documented"), {"bucket": "b"}) is None
+    both = missing_settings(registry.get("undocumented"), {})
+    assert both is not None
+    assert "needs the settings 'url' (a str), 'port' (an int)" in str(both)

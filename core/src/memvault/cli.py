@@ -49,15 +49,23 @@ class _Context:
         from memvault.vault import open as open_vault
 
         settings = dict(settings_from_pairs(self.options))
-        if self.provider is None and scanner is None:
-            if not settings:
-                return open_from_config(self.config)
+        if "config" in settings:
+            raise InvalidRequest(
+                "-o config=... is not a provider setting: pass the config file as `memvault --config PATH ...`",
+                field="config",
+            )
+        if scanner is not None:
+            settings["scanner"] = scanner
+        if self.provider is None:
             return open_from_config(self.config, **settings)
         config = load_config(self.config)
-        name = self.provider or config.provider
-        merged: dict[str, Any] = dict(config.providers.get(name, {}))
+        merged: dict[str, Any] = dict(config.providers.get(self.provider, {}))
         merged.update(settings)
-        return open_vault(name, scanner=scanner or config.scanner, health_timeout=config.health_timeout, **merged)
+        options: dict[str, Any] = {"scanner": config.scanner, "health_timeout": config.health_timeout}
+        for key in ("scanner", "health_timeout"):
+            if key in merged:
+                options[key] = merged.pop(key)
+        return open_vault(self.provider, **options, **merged)
 
 
 def _fail(exc: MemvaultError) -> None:
@@ -256,6 +264,47 @@ def health(obj: _Context, as_json: bool) -> None:
     _emit(as_json, {"provider": name, **unstructure(status)}, text)  # pending_erasures only when not 0
     if not status.ok:
         sys.exit(1)
+
+
+@cli.command()
+@_json_option
+@click.pass_obj
+def doctor(obj: _Context, as_json: bool) -> None:
+    """Check the installation and the configured store; print what to fix.
+
+    Python version, installed plugins and providers (each probed on a fresh
+    instance), the config file, the configured provider, an SQLite store's schema
+    version and integrity (read-only), and free disk space. Exit 1 when a check fails.
+    """
+    from memvault.doctor import run_checks
+
+    try:
+        options = dict(settings_from_pairs(obj.options))
+    except MemvaultError as exc:
+        _fail(exc)
+        return
+    progress = (
+        None if as_json or not sys.stderr.isatty() else (lambda step: click.echo(f"checking {step}...", err=True))
+    )
+    checks = run_checks(obj.config, options, obj.provider, progress=progress)
+    failed = [c for c in checks if c.status == "fail"]
+    if as_json:
+        _emit(True, {"ok": not failed, "checks": [unstructure_check(c) for c in checks]}, "")
+    else:
+        rows = [[c.name, c.status.upper() if c.status != "ok" else "ok", c.detail] for c in checks]
+        click.echo(render_table(["CHECK", "STATUS", "DETAIL"], rows))
+        fixes = [c for c in checks if c.status != "ok" and c.fix]
+        if fixes:
+            click.echo("\nto fix:")
+            for c in fixes:
+                click.echo(f"  {c.name}: {c.fix}")
+        click.echo("\n" + (f"{len(failed)} problem(s) found" if failed else "no problems found"))
+    if failed:
+        sys.exit(1)
+
+
+def unstructure_check(check: Any) -> dict[str, str]:
+    return {"name": check.name, "status": check.status, "detail": check.detail, "fix": check.fix}
 
 
 from memvault.cli_quarantine import quarantine  # noqa: E402 - attached after the group exists

@@ -90,7 +90,13 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     found = find_config(path)
     data: dict[str, Any] = {}
     if found is not None:
-        data = read_toml(found, what="config file", field="config", missing_hint="create it or unset MEMVAULT_CONFIG")
+        if path is not None:
+            hint = "create it, or fix the path given to --config (Python: config=)"
+        elif os.environ.get("MEMVAULT_CONFIG"):
+            hint = "MEMVAULT_CONFIG names it: create it, or unset MEMVAULT_CONFIG"
+        else:  # pragma: no cover - ./memvault.toml is only chosen when it exists
+            hint = "create it"
+        data = read_toml(found, what="config file", field="config", missing_hint=hint)
         data["source"] = str(found)
     config = structure(data, Config, what=str(found) if found else "config")
     override = os.environ.get("MEMVAULT_PROVIDER")

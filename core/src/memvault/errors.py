@@ -87,12 +87,18 @@ class ProviderNotFound(MemvaultError, LookupError):
     """No installed provider has that name; the message lists the installed ones."""
 
     def __init__(self, name: str, installed: list[str]) -> None:
+        import difflib
+
         listing = ", ".join(sorted(installed)) or "none"
-        super().__init__(
-            f"no provider named {name!r} is installed; installed providers: {listing}. "
-            "Install the plugin distribution that provides it (for example "
-            f"`pip install memvault-{name}`) or pick one of the installed names"
-        )
+        close = difflib.get_close_matches(name, installed, n=1, cutoff=0.6)
+        if close:
+            hint = f"did you mean {close[0]!r}? Installed providers: {listing}"
+        else:
+            hint = (
+                f"installed providers: {listing}. Install the plugin distribution that provides it "
+                f"(for example `pip install memvault-{name}`) or pick one of the installed names"
+            )
+        super().__init__(f"no provider named {name!r} is installed; {hint}")
         self.name = name
         self.installed = sorted(installed)
 

@@ -37,13 +37,16 @@ from memvault.markers import PROJECT
 from memvault.models import Capability
 
 __all__ = [
+    "RESERVED_SETTINGS",
     "PluginFailure",
     "ProviderInfo",
     "RegisterProvider",
     "Registry",
     "coerce_settings",
     "get_registry",
+    "missing_settings",
     "reset_registry",
+    "setting_help",
 ]
 
 log = logging.getLogger("memvault.plugins")
@@ -52,6 +55,10 @@ _PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 #: Scratch settings: given an empty temporary directory, the settings that open
 #: a fresh, empty provider there (used by ``memvault parity`` and the suite).
 ScratchSettings = Callable[[Path], Mapping[str, Any]]
+#: Keyword arguments that :func:`memvault.open` and :func:`memvault.open_from_config`
+#: take for themselves: a provider setting with one of these names could never be
+#: passed, so registering a factory that takes one is an error.
+RESERVED_SETTINGS: frozenset[str] = frozenset({"config", "health_timeout", "plugins", "scanner"})
 
 
 class RegisterProvider(Protocol):
@@ -209,6 +216,13 @@ class Registry:
                     )
                 if not callable(factory):
                     raise PluginError(f"plugin {name!r} registered a provider {pname!r} whose factory is not callable")
+                taken = sorted(RESERVED_SETTINGS & set(_accepted_parameters(factory)[0]))
+                if taken:
+                    raise PluginError(
+                        f"plugin {name!r} registered provider {pname!r} whose factory takes setting {taken[0]!r}, "
+                        f"a name memvault.open keeps for itself ({', '.join(sorted(RESERVED_SETTINGS))}): "
+                        "rename that setting"
+                    )
                 caps = frozenset(capabilities)
                 unknown = caps - Capability.ALL
                 if unknown:
@@ -325,7 +339,10 @@ _FALSE = {"0", "false", "no", "off"}
 
 def _accepted_parameters(factory: Callable[..., object]) -> tuple[dict[str, inspect.Parameter], bool]:
     target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
-    sig = inspect.signature(target)
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without a signature: take anything
+        return {}, True
     params = {
         n: p for n, p in sig.parameters.items() if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     }
@@ -385,3 +402,61 @@ def coerce_settings(info: ProviderInfo, settings: Mapping[str, object]) -> dict[
         )
     hints = _hints(info.factory)
     return {k: _coerce(v, hints.get(k), k, info.name) for k, v in settings.items()}
+
+
+_PARAM_DOC = re.compile(r"^\s*:param\s+(?:[^:]*\s)?(\w+):\s*(.*)$")
+
+
+def setting_help(info: ProviderInfo, key: str) -> str:
+    """What setting ``key`` of a provider means: its ``:param key:`` line, else its type.
+
+    Read from the factory's docstring (a class's own docstring, then its ``__init__``'s),
+    so third-party providers get the same help as the bundled ones.
+    """
+    factory = info.factory
+    docs = [inspect.getdoc(factory) or ""]
+    if isinstance(factory, type):
+        docs.append(inspect.getdoc(factory.__init__) or "")  # type: ignore[misc]
+    for doc in docs:
+        lines = doc.splitlines()
+        for index, line in enumerate(lines):
+            match = _PARAM_DOC.match(line)
+            if match is None or match.group(1) != key:
+                continue
+            text = [match.group(2).strip()]
+            for more in lines[index + 1 :]:
+                if not more.strip() or more.lstrip().startswith(":"):
+                    break
+                text.append(more.strip())
+            return " ".join(t for t in text if t).replace("``", "`").rstrip(".")
+    hint = _hints(factory).get(key)
+    if hint is not None:
+        shown = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+        return f"{'an' if shown[:1] in 'aeiou' else 'a'} {shown}"
+    return ""
+
+
+def missing_settings(info: ProviderInfo, settings: Mapping[str, object]) -> InvalidRequest | None:
+    """The error for required settings of ``info`` that ``settings`` lacks, or ``None``.
+
+    "Required" is read from the factory's signature: a keyword-capable parameter
+    without a default. The message names each missing setting, what it means, and
+    the three ways to pass it (CLI option, config key, Python keyword).
+    """
+    params, _ = _accepted_parameters(info.factory)
+    missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in settings]
+    if not missing:
+        return None
+    parts = []
+    for key in missing:
+        meaning = setting_help(info, key)
+        parts.append(f"{key!r} ({meaning})" if meaning else repr(key))
+    key = missing[0]
+    plural = "settings" if len(missing) > 1 else "setting"
+    return InvalidRequest(
+        f"provider {info.name!r} needs the {plural} {', '.join(parts)}. Pass it on the command line as "
+        f"`-o {key}=VALUE` (`memvault --provider {info.name} -o {key}=VALUE ...`), in memvault.toml as "
+        f"`{key} = ...` under `[providers.{info.name}]`, or from Python as "
+        f"`memvault.open({info.name!r}, {key}=...)`",
+        field=key,
+    )

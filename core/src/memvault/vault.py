@@ -9,6 +9,7 @@ provider lets escape into a :mod:`memvault.errors` type with the cause chained.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
@@ -311,12 +312,16 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     :param plugins: extra cross-cutting plugins for this vault.
     :param settings: the provider's own settings (``path=...`` for sqlite).
     :raises ProviderNotFound: listing the installed providers.
-    :raises InvalidRequest: for a setting the provider does not take.
+    :raises InvalidRequest: for a setting the provider does not take, or a required
+        one (a factory parameter without a default) that is missing.
     """
-    from memvault.plugins import coerce_settings, get_registry
+    from memvault.plugins import coerce_settings, get_registry, missing_settings
 
     info = get_registry().get(name)
     kwargs = coerce_settings(info, settings)
+    missing = missing_settings(info, kwargs)
+    if missing is not None:
+        raise missing
     try:
         provider = info.factory(**kwargs)
     except MemvaultError:
@@ -347,19 +352,25 @@ def _scanner_plugins(scanner: str) -> Iterable[object]:
     return get_registry().scanner(scanner)
 
 
-def open_from_config(path: str | None = None, **overrides: Any) -> Vault:
+def open_from_config(config: str | os.PathLike[str] | None = None, **overrides: Any) -> Vault:
     """Open the provider a ``memvault.toml`` names (see :mod:`memvault.config`).
 
-    :param path: the config file (default: ``MEMVAULT_CONFIG``, else ``./memvault.toml``
+    :param config: the config file (default: ``MEMVAULT_CONFIG``, else ``./memvault.toml``
         when it exists, else the built-in defaults).
-    :param overrides: provider settings that win over the file's.
+    :param overrides: provider settings that win over the file's, such as
+        ``path="fresh.db"`` for sqlite. ``config`` is reserved for the file
+        (no provider may take a setting of that name).
     """
     from memvault.config import load_config
 
-    config = load_config(path)
-    settings: dict[str, Any] = dict(config.providers.get(config.provider, {}))
+    loaded = load_config(config)
+    settings: dict[str, Any] = dict(loaded.providers.get(loaded.provider, {}))
     settings.update(overrides)
-    return open(config.provider, scanner=config.scanner, health_timeout=config.health_timeout, **settings)
+    vault_options: dict[str, Any] = {"scanner": loaded.scanner, "health_timeout": loaded.health_timeout}
+    for key in ("scanner", "health_timeout", "plugins"):
+        if key in settings:
+            vault_options[key] = settings.pop(key)
+    return open(loaded.provider, **vault_options, **settings)
 
 
 def open_async(name: str, /, **kwargs: Any) -> AsyncVault:

@@ -97,15 +97,26 @@ def serve(
     except MemvaultError as exc:
         _fail(str(exc), 2 if isinstance(exc, InvalidRequest) else 1)
         return
+    if not tokens and not is_loopback(server.host) and not insecure_no_auth:
+        _fail(
+            f"refusing to serve on {server.host} without any token: anyone who can reach it could read "
+            "and erase every workspace. Configure tokens ([[server.tokens]] in memvault.toml or "
+            "--tokens-file; create entries with `memvault token new`), bind 127.0.0.1, or pass "
+            "--insecure-no-auth if this network is trusted"
+        )
+        return
+    # Open the provider before any warning: a mistyped name or a missing setting is
+    # the one message the user needs, not buried under the no-token warning.
+    vault_options: dict[str, Any] = {"scanner": config.scanner, "health_timeout": config.health_timeout}
+    for key in ("scanner", "health_timeout"):
+        if key in settings:
+            vault_options[key] = settings.pop(key)
+    try:
+        vault = open_vault(name, **vault_options, **settings)
+    except MemvaultError as exc:
+        _fail(str(exc), 2 if isinstance(exc, InvalidRequest) else 1)
+        return
     if not tokens:
-        if not is_loopback(server.host) and not insecure_no_auth:
-            _fail(
-                f"refusing to serve on {server.host} without any token: anyone who can reach it could read "
-                "and erase every workspace. Configure tokens ([[server.tokens]] in memvault.toml or "
-                "--tokens-file; create entries with `memvault token new`), bind 127.0.0.1, or pass "
-                "--insecure-no-auth if this network is trusted"
-            )
-            return
         click.echo(
             "warning: no tokens configured: every request is allowed, on every workspace. "
             + (
@@ -116,11 +127,6 @@ def serve(
             + "Create tokens with `memvault token new`.",
             err=True,
         )
-    try:
-        vault = open_vault(name, scanner=config.scanner, health_timeout=config.health_timeout, **settings)
-    except MemvaultError as exc:
-        _fail(str(exc), 2 if isinstance(exc, InvalidRequest) else 1)
-        return
     run_server(vault, server, tokens)
 
 

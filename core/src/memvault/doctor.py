@@ -1,0 +1,244 @@
+"""``memvault doctor``: check an installation and say what to fix.
+
+Each check gives a status (``ok``, ``warn`` or ``fail``), what it found, and
+for anything not ok, how to fix it. The checks: the Python version; the
+installed plugins and providers (load failures, name conflicts); each
+provider's health on a scratch instance; the config file; the configured
+provider opening and answering health; for a store kept in an SQLite file, its
+schema version and integrity (read-only); the free disk space where the store
+lives.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from attrs import frozen
+
+from memvault.errors import MemvaultError
+
+__all__ = ["Check", "run_checks"]
+
+Status = Literal["ok", "warn", "fail"]
+SUPPORTED: Final = ((3, 10), (3, 13))
+#: Below this much free space the store's disk is a failure; below WARN_FREE, a warning.
+FAIL_FREE: Final = 100 * 1024 * 1024
+WARN_FREE: Final = 1024 * 1024 * 1024
+_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+
+
+@frozen
+class Check:
+    """One finding."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+def _python() -> Check:
+    version = sys.version_info[:2]
+    shown = ".".join(map(str, sys.version_info[:3]))
+    if version < SUPPORTED[0]:
+        return Check(
+            "python", "fail", f"Python {shown}", "memvault needs Python 3.10 or newer: create the venv with it"
+        )
+    if version > SUPPORTED[1]:
+        return Check("python", "warn", f"Python {shown} (tested: 3.10-3.13)", "report problems with the version named")
+    return Check("python", "ok", f"Python {shown} ({sys.executable})")
+
+
+def _plugins() -> Iterator[Check]:
+    from memvault.plugins import get_registry
+
+    registry = get_registry()
+    names = registry.names()
+    yield Check(
+        "providers",
+        "ok" if names else "fail",
+        ", ".join(names) or "none installed",
+        "" if names else "install a provider distribution, e.g. `pip install ./plugins/sqlite`",
+    )
+    for failure in registry.failures:
+        yield Check(
+            f"plugin {failure.name}",
+            "fail",
+            f"not loaded ({failure.distribution}): {failure.cause}",
+            f"reinstall or upgrade {failure.distribution}, or skip it with MEMVAULT_DISABLE_PLUGINS={failure.name}",
+        )
+    for name, plugins in registry.conflicts.items():
+        yield Check(
+            f"provider {name}",
+            "fail",
+            f"registered by both {' and '.join(plugins)}",
+            f"uninstall one, or disable one with MEMVAULT_DISABLE_PLUGINS={plugins[-1]}",
+        )
+
+
+def _scratch_health(name: str) -> Check:
+    from memvault.plugins import get_registry
+    from memvault.vault import open as open_vault
+
+    info = get_registry().get(name)
+    label = f"provider {name}"
+    version = f"{info.distribution} {info.version}"
+    if info.scratch is None:
+        return Check(label, "ok", f"{version}; needs settings, not probed")
+    with tempfile.TemporaryDirectory(prefix="memvault-doctor-") as tmp:
+        try:
+            with open_vault(name, **dict(info.scratch(Path(tmp)))) as vault:
+                status = vault.health()
+        except MemvaultError as exc:
+            return Check(
+                label, "fail", f"{version}: a fresh instance does not open: {exc}", f"reinstall {info.distribution}"
+            )
+    if status.ok:
+        return Check(label, "ok", f"{version}; healthy on a fresh instance")
+    return Check(
+        label, "fail", f"{version}: not healthy on a fresh instance: {status.message}", f"reinstall {info.distribution}"
+    )
+
+
+def _store_location(settings: Mapping[str, Any]) -> Path | None:
+    for key in ("path", "root", "directory", "dir"):
+        value = settings.get(key)
+        if isinstance(value, (str, os.PathLike)) and str(value) and str(value) != ":memory:":
+            return Path(value)
+    return None
+
+
+def _sqlite_file(path: Path) -> Iterator[Check]:
+    """Schema version and integrity of an SQLite store, opened read-only."""
+    try:
+        with path.open("rb") as handle:
+            if handle.read(16) != _SQLITE_MAGIC:
+                return
+    except OSError:
+        return
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error as exc:
+        yield Check("database", "fail", f"{path}: cannot be opened read-only: {exc}", "check its permissions")
+        return
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        verdict = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.Error as exc:
+        yield Check("database", "fail", f"{path}: {exc}", "restore it from a backup (see the sqlite provider's docs)")
+        return
+    finally:
+        conn.close()
+    known: int | None = None
+    try:
+        from memvault_sqlite import schema  # the bundled sqlite provider's own version, when installed
+
+        known = int(schema.SCHEMA_VERSION)
+    except ImportError:
+        pass
+    if known is not None and version > known:
+        yield Check(
+            "schema",
+            "fail",
+            f"{path}: schema version {version}, newer than the {known} installed code knows",
+            "upgrade memvault-sqlite",
+        )
+    elif known is not None and version < known:
+        yield Check(
+            "schema",
+            "warn",
+            f"{path}: schema version {version}; {known} after the next open (it migrates)",
+            "back the file up first; the next open migrates it",
+        )
+    else:
+        yield Check("schema", "ok", f"{path}: schema version {version}")
+    if verdict == ["ok"]:
+        yield Check("integrity", "ok", f"{path}: quick_check ok")
+    else:
+        yield Check(
+            "integrity",
+            "fail",
+            f"{path}: {'; '.join(verdict[:3])}",
+            "stop the writers and restore the file from a backup",
+        )
+
+
+def _disk(where: Path) -> Check:
+    probe = where
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    shown = f"{free / 1024**3:.1f} GiB free at {probe}"
+    if free < FAIL_FREE:
+        return Check("disk", "fail", shown, "free space on that filesystem or move the store")
+    if free < WARN_FREE:
+        return Check("disk", "warn", shown, "free space on that filesystem soon")
+    return Check("disk", "ok", shown)
+
+
+def _configured(config_path: str | None, options: Mapping[str, str], provider: str | None) -> Iterator[Check]:
+    from memvault.config import find_config, load_config
+    from memvault.vault import open as open_vault
+
+    try:
+        config = load_config(config_path)
+    except MemvaultError as exc:
+        yield Check("config", "fail", str(exc), "fix the file, or pass another with --config")
+        return
+    found = find_config(config_path)
+    yield Check("config", "ok", f"{found}" if found else "no memvault.toml: the defaults (sqlite in ./memvault.db)")
+    name = provider or config.provider
+    settings: dict[str, Any] = dict(config.providers.get(name, {}))
+    settings.update(options)
+    if name == "sqlite" and "path" not in settings:
+        settings["path"] = "memvault.db"
+    location = _store_location(settings)
+    if location is not None and location.is_file():
+        yield from _sqlite_file(location)
+    if location is not None and not location.exists():
+        # Opening would create it: the doctor looks, it never writes.
+        yield Check(f"store ({name})", "ok", f"nothing stored yet at {location} (created on the first write)")
+    else:
+        try:
+            with open_vault(name, scanner="off", health_timeout=config.health_timeout, **settings) as vault:
+                status = vault.health()
+        except MemvaultError as exc:
+            yield Check(f"store ({name})", "fail", f"cannot open: {exc}", "see the message above")
+        else:
+            if status.ok:
+                yield Check(f"store ({name})", "ok", "opens and answers health")
+            else:
+                yield Check(f"store ({name})", "fail", f"not healthy: {status.message}", "see the provider's docs")
+    if location is None:
+        yield _disk(Path.cwd())
+    else:
+        yield _disk(location if location.is_dir() else location.parent)
+
+
+def run_checks(
+    config_path: str | None = None,
+    options: Mapping[str, str] | None = None,
+    provider: str | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> list[Check]:
+    """Every check, in order; ``progress`` is told the name of each step as it starts."""
+    from memvault.plugins import get_registry
+
+    say = progress or (lambda _: None)
+    checks = [_python()]
+    say("plugins")
+    checks += list(_plugins())
+    for name in get_registry().names():
+        say(f"provider {name}")
+        checks.append(_scratch_health(name))
+    say("configuration and store")
+    checks += list(_configured(config_path, dict(options or {}), provider))
+    return checks
