@@ -43,7 +43,8 @@ class _Document:
     tier: Tier
     body: str
     size: int
-    data_subject_id: str
+    #: Every data subject that wrote to this document since it was created (P13).
+    data_subjects: frozenset[str]
     index: text.IndexedDocument
     digest: str
 
@@ -58,6 +59,9 @@ class MemoryProvider:
         self._partitions: dict[Partition, dict[str, _Document]] = {}
         # Quarantine copies per workspace, by sha256, in the order they were kept (P30).
         self._quarantine: dict[str, dict[str, QuarantineRecord]] = {}
+        # Every subject whose rejected write a copy holds: the same final body rejected
+        # for two subjects is one copy, and erasing either subject removes it (P24).
+        self._quarantine_subjects: dict[tuple[str, str], set[str]] = {}
 
     @hookimpl
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
@@ -70,12 +74,14 @@ class MemoryProvider:
             body = (old.body if old else "") + request.content if request.mode == "append" else request.content
             size = len(body.encode("utf-8"))
             warning = check_cap(request.tier, current=current, projected=size)
-            subject = request.data_subject_id or (old.data_subject_id if old else "")
+            subjects = old.data_subjects if old else frozenset[str]()
+            if request.data_subject_id:
+                subjects |= {request.data_subject_id}
             docs[label] = _Document(
                 tier=request.tier,
                 body=body,
                 size=size,
-                data_subject_id=subject,
+                data_subjects=subjects,
                 index=text.index_document(label, body),
                 digest=hashlib.sha256(body.encode("utf-8")).hexdigest(),
             )
@@ -114,19 +120,24 @@ class MemoryProvider:
             for partition, docs in self._partitions.items():
                 if partition.workspace_id != request.workspace_id:
                     continue
-                for label in [lb for lb, d in docs.items() if d.data_subject_id == request.data_subject_id]:
+                for label in [lb for lb, d in docs.items() if request.data_subject_id in d.data_subjects]:
                     del docs[label]
                     removed += 1
             # Quarantine copies are derived data too: erasure removes them (P24).
             copies = self._quarantine.get(request.workspace_id, {})
-            for digest in [d for d, r in copies.items() if r.data_subject_id == request.data_subject_id]:
-                del copies[digest]
+            for digest in list(copies):
+                if request.data_subject_id in self._quarantine_subjects.get((request.workspace_id, digest), ()):
+                    del copies[digest]
+                    del self._quarantine_subjects[(request.workspace_id, digest)]
             return ForgetResult(removed=removed)
 
     @hookimpl
     def memvault_quarantine_keep(self, record: QuarantineRecord) -> bool:
         with self._lock:
             self._quarantine.setdefault(record.workspace_id, {}).setdefault(record.sha256, record)
+            subjects = self._quarantine_subjects.setdefault((record.workspace_id, record.sha256), set())
+            if record.data_subject_id:
+                subjects.add(record.data_subject_id)
         return True
 
     @hookimpl

@@ -164,6 +164,19 @@ class ScannerTests(SuiteBase):
         assert quarantine_record(scanned, ws, erased.value.sha256) is None
         assert [r.sha256 for r in quarantine_records(scanned, ws)] == [kept.value.sha256]
 
+    @requires("quarantine", "cascade_forget")
+    def test_p24_erasure_removes_a_quarantine_copy_another_subject_also_wrote(
+        self, scanned: memvault.Vault, ws: str
+    ) -> None:
+        """P24/P30: the same rejected body written by two subjects is a copy of each one's write: erasing
+        the later writer removes it too, not only erasing the one the copy was first kept for."""
+        for subject in ("subject-1", "subject-2"):
+            with pytest.raises(memvault.ContentRejected) as rejected:
+                self.put(scanned, ws, INJECTION, tier="pins", mode="replace", subject=subject)
+        scanned.forget(memvault.ForgetRequest(workspace_id=ws, data_subject_id="subject-2"))
+        assert quarantine_record(scanned, ws, rejected.value.sha256) is None
+        assert quarantine_records(scanned, ws) == []
+
     @requires("quarantine")
     def test_p30_a_crew_copy_names_the_crew(self, scanned: memvault.Vault, ws: str) -> None:
         """P30: the record says whose document the write targeted."""
