@@ -15,6 +15,7 @@ other way could), so only the parity suite's assertions can kill them.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import re
 import time
@@ -1101,6 +1102,37 @@ class ReadTruncates(MemoryProvider):
         return attrs.evolve(result, content=result.content[:1000])
 
 
+class StaleHitDigest(MemoryProvider):
+    """P18/P19: hits carry the digest of the document's first version, not of the current body.
+
+    Killed by: test_hit_digest_when_given_is_the_sha256_of_the_document_body.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._first: dict[tuple[Partition, str], str] = {}
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        result = super().memvault_retain(request)
+        with self._lock:
+            doc = self._partitions[request.ref.partition][request.ref.label]
+            self._first.setdefault(
+                (request.ref.partition, request.ref.label), hashlib.sha256(doc.body.encode()).hexdigest()
+            )
+        return result
+
+    @hookimpl
+    def memvault_recall(self, request: RecallRequest) -> RecallResult:
+        result = super().memvault_recall(request)
+        firsts = {
+            label: digest
+            for (partition, label), digest in self._first.items()
+            if partition.workspace_id == request.workspace_id
+        }
+        return RecallResult(hits=[attrs.evolve(h, digest=firsts.get(h.source, "")) for h in result.hits])
+
+
 # -- forget under concurrency (P23, P28) --------------------------------------------------
 
 
@@ -1336,6 +1368,31 @@ class HealthCachedForASecond(MemoryProvider):
         return self._cached[1]
 
 
+class HealthProbeLeavesADocument(MemoryProvider):
+    """P27: the probe exercises the real write path in the last partition written and never removes its document.
+
+    Killed by: test_health_probe_leaves_nothing_behind.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: RetainRequest | None = None
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        self._last = request
+        return super().memvault_retain(request)
+
+    @hookimpl
+    def memvault_health(self) -> HealthStatus:
+        if self._last is not None:
+            probe = attrs.evolve(
+                self._last, tier="pins", key="", content="health probe check test ok\n", mode="replace"
+            )
+            super().memvault_retain(probe)
+        return HealthStatus(ok=True)
+
+
 # -- the plain memory provider claiming what it cannot keep (P11, P20) ----------------------
 
 
@@ -1484,6 +1541,8 @@ _CLASSES: list[type[Any]] = [
     HealthFailsWhileBusy,
     HealthBuiltAtStartUp,
     HealthCachedForASecond,
+    StaleHitDigest,
+    HealthProbeLeavesADocument,
 ]
 
 _RECALL_TESTS = (
