@@ -932,6 +932,132 @@ class WarningRoundsToNearest(MemoryProvider):
         return attrs.evolve(result, warning=f"{head}, {round(result.bytes * 100 / cap)}%")
 
 
+class TearsAppendsInTwo(MemoryProvider):
+    """P12: an append is written in two halves, releasing the lock in between, so writes interleave mid-way.
+
+    Killed by: test_concurrent_appends_from_threads_lose_nothing.
+    """
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        if request.mode != "append" or len(request.content) < 2:
+            return super().memvault_retain(request)
+        half = len(request.content) // 2
+        super().memvault_retain(attrs.evolve(request, content=request.content[:half]))
+        time.sleep(0.0002)
+        return super().memvault_retain(attrs.evolve(request, content=request.content[half:]))
+
+
+class RetainIdIsAStoragePath(MemoryProvider):
+    """P10/P4: retain returns the storage path as the id.
+
+    Killed by: test_retain_id_is_the_tier_label.
+    """
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        result = super().memvault_retain(request)
+        return attrs.evolve(result, id=f"{request.workspace_id}/{result.id}")
+
+
+class NormalisesLineEndings(_Rewriting):
+    """P6/P21: stored bodies have CRLF turned into LF (a text-mode file, a normalising column).
+
+    Killed by: test_unicode_and_whitespace_round_trip_exactly.
+    """
+
+    def rewrite(self, request: Any) -> Any:
+        if isinstance(request, RetainRequest) and "\r\n" in request.content:
+            return attrs.evolve(request, content=request.content.replace("\r\n", "\n"))
+        return request
+
+
+class PeerKeysShareOneDocument(_Rewriting):
+    """P7: every peer slug lands in one document.
+
+    Killed by: test_peers_slugs_are_separate_documents.
+    """
+
+    def rewrite(self, request: Any) -> Any:
+        if isinstance(request, (RetainRequest, ReadRequest)) and request.tier is Tier.PEERS:
+            return attrs.evolve(request, key="everyone")
+        return request
+
+
+class LimitOffByOne(_Rewriting):
+    """P15: returns one hit fewer than the limit.
+
+    Killed by: test_limit_within_range_is_respected.
+    """
+
+    def rank(self, request: RecallRequest, indexes: list[text.IndexedDocument]) -> list[RecallSnippet]:
+        return text.search(text.Query.parse(request.query), indexes, request.limit)[: request.limit - 1]
+
+
+class SearchesOnlyAgentMdWithoutTier(_Rewriting):
+    """P16: recall without a tier searches AGENT.md of the agent only (and CREW.md).
+
+    Killed by: test_recall_without_tier_searches_every_agent_tier.
+    """
+
+    def scopes(self, request: RecallRequest) -> list[tuple[Partition, tuple[Tier, ...]]]:
+        if request.tier is None:
+            return [(p, (Tier.AGENT,) if p.kind == "agent" else t) for p, t in request.scopes()]
+        return list(request.scopes())
+
+
+class ForgetLeavesTheBody(MemoryProvider):
+    """P23/P21: forget by id drops the document from search but read still returns its body.
+
+    Killed by: test_forgotten_document_reads_empty.
+    """
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        if not request.id:
+            return super().memvault_forget(request)
+        with self._lock:
+            docs = self._partitions.get(request.ref.partition, {})
+            doc = docs.get(request.id)
+            if doc is None or not doc.index.line_count:
+                return ForgetResult(removed=0)
+            docs[request.id] = attrs.evolve(doc, index=text.index_document(request.id, ""))
+        return ForgetResult(removed=1)
+
+
+class ErasureCountsWrites(MemoryProvider):
+    """P24: erasure returns the number of the subject's writes, not of documents removed.
+
+    Killed by: test_a_document_carries_every_subject_that_wrote_to_it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._writes: dict[tuple[Partition, str], list[str]] = {}
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        result = super().memvault_retain(request)
+        with self._lock:
+            self._writes.setdefault((request.ref.partition, request.ref.label), []).append(request.data_subject_id)
+        return result
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        if request.id:
+            with self._lock:
+                self._writes.pop((request.ref.partition, request.id), None)
+            return super().memvault_forget(request)
+        with self._lock:
+            writes = sum(
+                w.count(request.data_subject_id)
+                for (partition, label), w in self._writes.items()
+                if partition.workspace_id == request.workspace_id and request.data_subject_id in w
+            )
+        result = super().memvault_forget(request)
+        return ForgetResult(removed=writes if result.removed else 0)
+
+
 # -- recall input: lines, appends, ordering across documents (P15, P17, P18, P20) ---------
 
 
@@ -1543,6 +1669,14 @@ _CLASSES: list[type[Any]] = [
     HealthCachedForASecond,
     StaleHitDigest,
     HealthProbeLeavesADocument,
+    TearsAppendsInTwo,
+    RetainIdIsAStoragePath,
+    NormalisesLineEndings,
+    PeerKeysShareOneDocument,
+    LimitOffByOne,
+    SearchesOnlyAgentMdWithoutTier,
+    ForgetLeavesTheBody,
+    ErasureCountsWrites,
 ]
 
 _RECALL_TESTS = (

@@ -224,6 +224,7 @@ class SubjectErasureTests(SuiteBase):
         """P13/P24: a document is tagged with every subject that wrote to it, not only the first or the
         latest: erasing either removes it, with what the other subjects wrote, and it is counted once."""
         self.put(vault, ws, "written by a\n", subject="subject-a")
+        self.put(vault, ws, "written by a again\n", subject="subject-a")
         self.put(vault, ws, "written by b lapwing\n", subject="subject-b")
         self.put(vault, ws, "pins by b\n", tier="pins", subject="subject-b")
         self.put(vault, ws, "pins by a lapwing\n", tier="pins", subject="subject-a", mode="replace")
