@@ -34,7 +34,6 @@ from memvault.models import (
     ForgetResult,
     HealthStatus,
     Partition,
-    QuarantineRecord,
     ReadRequest,
     ReadResult,
     RecallRequest,
@@ -1429,21 +1428,6 @@ class ErasureKeepsQuarantineCopies(MemoryProvider):
         return result
 
 
-class QuarantineCopyKeepsFirstSubject(MemoryProvider):
-    """P24/P30: a quarantine copy remembers only the first subject whose write it holds.
-
-    Killed by: test_p24_erasure_removes_a_quarantine_copy_another_subject_also_wrote.
-    """
-
-    @hookimpl
-    def memvault_quarantine_keep(self, record: QuarantineRecord) -> bool:
-        with self._lock:
-            known = self._quarantine_subjects.get((record.workspace_id, record.sha256))
-            if known:
-                return True
-        return super().memvault_quarantine_keep(record)
-
-
 # -- health (P25, P27, P28) ---------------------------------------------------------------
 
 
@@ -1663,7 +1647,6 @@ _CLASSES: list[type[Any]] = [
     ErasureSparesSharedDocuments,
     TagsOutliveForget,
     ErasureKeepsQuarantineCopies,
-    QuarantineCopyKeepsFirstSubject,
     HealthFailsWhileBusy,
     HealthBuiltAtStartUp,
     HealthCachedForASecond,

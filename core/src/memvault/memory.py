@@ -59,9 +59,6 @@ class MemoryProvider:
         self._partitions: dict[Partition, dict[str, _Document]] = {}
         # Quarantine copies per workspace, by sha256, in the order they were kept (P30).
         self._quarantine: dict[str, dict[str, QuarantineRecord]] = {}
-        # Every subject whose rejected write a copy holds: the same final body rejected
-        # for two subjects is one copy, and erasing either subject removes it (P24).
-        self._quarantine_subjects: dict[tuple[str, str], set[str]] = {}
 
     @hookimpl
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
@@ -125,19 +122,14 @@ class MemoryProvider:
                     removed += 1
             # Quarantine copies are derived data too: erasure removes them (P24).
             copies = self._quarantine.get(request.workspace_id, {})
-            for digest in list(copies):
-                if request.data_subject_id in self._quarantine_subjects.get((request.workspace_id, digest), ()):
-                    del copies[digest]
-                    del self._quarantine_subjects[(request.workspace_id, digest)]
+            for digest in [d for d, r in copies.items() if r.data_subject_id == request.data_subject_id]:
+                del copies[digest]
             return ForgetResult(removed=removed)
 
     @hookimpl
     def memvault_quarantine_keep(self, record: QuarantineRecord) -> bool:
         with self._lock:
             self._quarantine.setdefault(record.workspace_id, {}).setdefault(record.sha256, record)
-            subjects = self._quarantine_subjects.setdefault((record.workspace_id, record.sha256), set())
-            if record.data_subject_id:
-                subjects.add(record.data_subject_id)
         return True
 
     @hookimpl

@@ -128,7 +128,8 @@ class SubjectErasureTests(SuiteBase):
     def test_forget_by_subject_without_capability_is_not_supported_naming_the_provider(
         self, vault: memvault.Vault, ws: str
     ) -> None:
-        """P24: a provider without cascade_forget raises NotSupported naming itself."""
+        """P24: a provider without cascade_forget raises NotSupported, which names the provider by its
+        registered name (the Vault adds the name: a provider never learns it), and nothing is removed."""
         self.put(vault, ws, "subject data\n", subject="subject-1")
         with pytest.raises(memvault.NotSupported) as caught:
             self.drop(vault, ws, subject="subject-1")
