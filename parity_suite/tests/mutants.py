@@ -618,6 +618,19 @@ def _joined(sep: str) -> type[MemoryProvider]:
                 lambda p: Partition(workspace_id=f"{p.workspace_id}{sep}{p.owner_id}", kind=p.kind, owner_id="")
             )
 
+        @hookimpl
+        def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+            if request.id:
+                return super().memvault_forget(request)
+            removed = 0
+            with self._lock:  # erasure scans the keys of the workspace: those starting with "<ws><sep>"
+                for partition, docs in self._partitions.items():
+                    if partition.workspace_id.startswith(request.workspace_id + sep):
+                        for label in [lb for lb, d in docs.items() if request.data_subject_id in d.data_subjects]:
+                            del docs[label]
+                            removed += 1
+            return ForgetResult(removed=removed)
+
     JoinedKeys.__doc__ = (
         f"P3: the storage key joins workspace and owner with {sep!r}, so ('w{sep}x', 'y') and ('w', 'x{sep}y') meet."
         "\n\n    Killed by: test_look_alike_identifiers_never_share_a_document.\n    "
