@@ -266,3 +266,62 @@ def test_close_is_idempotent_and_calls_the_provider() -> None:
         pass
     vault.close()
     assert closed == [1]
+
+
+class _NoCascade:
+    """A provider without cascade_forget whose NotSupported does not say who it is."""
+
+    def __init__(
+        self, message: str = "forget by data_subject_id is not supported; erase by document id instead"
+    ) -> None:
+        from memvault.memory import MemoryProvider
+
+        self._inner = MemoryProvider()
+        self.message = message
+
+    @memvault.hookimpl
+    def memvault_retain(self, request: memvault.RetainRequest) -> memvault.RetainResult:
+        return self._inner.memvault_retain(request)
+
+    @memvault.hookimpl
+    def memvault_recall(self, request: memvault.RecallRequest) -> memvault.RecallResult:
+        return self._inner.memvault_recall(request)
+
+    @memvault.hookimpl
+    def memvault_read(self, request: memvault.ReadRequest) -> memvault.ReadResult:
+        return self._inner.memvault_read(request)
+
+    @memvault.hookimpl
+    def memvault_forget(self, request: memvault.ForgetRequest) -> memvault.ForgetResult:
+        if request.data_subject_id:
+            raise memvault.NotSupported(self.message)
+        return self._inner.memvault_forget(request)
+
+    @memvault.hookimpl
+    def memvault_health(self) -> memvault.HealthStatus:
+        return memvault.HealthStatus(ok=True)
+
+
+def test_p24_not_supported_names_the_registered_provider() -> None:
+    """P24: the Vault adds the provider's registered name to a NotSupported that lacks it, cause chained."""
+    vault = memvault.Vault(_NoCascade(), name="acme-store")
+    with pytest.raises(memvault.NotSupported) as caught:
+        vault.forget(memvault.ForgetRequest(workspace_id="w1", data_subject_id="subject-1"))
+    message = str(caught.value)
+    assert message.startswith("provider 'acme-store': ")
+    assert "erase by document id instead" in message
+    assert isinstance(caught.value.__cause__, memvault.NotSupported)
+
+
+def test_p24_not_supported_that_names_the_provider_is_passed_through() -> None:
+    """A message already naming the provider is not prefixed twice; other errors are untouched."""
+    vault = memvault.Vault(_NoCascade("provider 'acme-store' cannot erase by subject"), name="acme-store")
+    with pytest.raises(memvault.NotSupported) as caught:
+        vault.forget(memvault.ForgetRequest(workspace_id="w1", data_subject_id="subject-1"))
+    assert str(caught.value) == "provider 'acme-store' cannot erase by subject"
+    assert caught.value.__cause__ is None
+    with pytest.raises(memvault.CapExceeded) as capped:
+        vault.retain(
+            memvault.RetainRequest(workspace_id="w1", agent_id="a1", tier="PERSONA", content="x" * 1501, mode="append")
+        )
+    assert "acme-store" not in str(capped.value)

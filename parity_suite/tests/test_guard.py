@@ -117,7 +117,7 @@ def test_unknown_provider_name_fails_with_the_installed_list(pytester: pytest.Py
     pytester.makepyfile(test_provider=_HEAD + body)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k", "forget_twice")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*no provider named 'memroy'*installed providers*memory*"])
+    result.stdout.fnmatch_lines(["*no provider named 'memroy'*did you mean 'memory'?*Installed providers:*memory*"])
 
 
 def test_unknown_capability_names_are_rejected() -> None:

@@ -47,7 +47,8 @@ class _Document:
     tier: Tier
     body: str
     size: int
-    data_subject_id: str
+    #: Every data subject that wrote to this document since it was created (P13).
+    data_subjects: frozenset[str]
     index: text.IndexedDocument
     digest: str
     updated_at: _dt.datetime = attrs.field(factory=lambda: _dt.datetime.now(_dt.timezone.utc))
@@ -75,12 +76,14 @@ class MemoryProvider:
             body = (old.body if old else "") + request.content if request.mode == "append" else request.content
             size = len(body.encode("utf-8"))
             warning = check_cap(request.tier, current=current, projected=size)
-            subject = request.data_subject_id or (old.data_subject_id if old else "")
+            subjects = old.data_subjects if old else frozenset[str]()
+            if request.data_subject_id:
+                subjects |= {request.data_subject_id}
             docs[label] = _Document(
                 tier=request.tier,
                 body=body,
                 size=size,
-                data_subject_id=subject,
+                data_subjects=subjects,
                 index=text.index_document(label, body),
                 digest=hashlib.sha256(body.encode("utf-8")).hexdigest(),
             )
@@ -119,7 +122,7 @@ class MemoryProvider:
             for partition, docs in self._partitions.items():
                 if partition.workspace_id != request.workspace_id:
                     continue
-                for label in [lb for lb, d in docs.items() if d.data_subject_id == request.data_subject_id]:
+                for label in [lb for lb, d in docs.items() if request.data_subject_id in d.data_subjects]:
                     del docs[label]
                     removed += 1
             # Quarantine copies are derived data too: erasure removes them (P24).
@@ -170,8 +173,8 @@ class MemoryProvider:
 
 
 def _subjects(doc: _Document) -> tuple[str, ...]:
-    """The data subjects a document carries (P13), as this provider stores them."""
-    return (doc.data_subject_id,) if doc.data_subject_id else ()
+    """The data subjects a document carries (P13): every one that wrote to it."""
+    return tuple(sorted(doc.data_subjects))
 
 
 def _info(partition: Partition, label: str, doc: _Document) -> DocumentInfo:

@@ -62,6 +62,17 @@ def _wrap(exc: Exception, provider: str, verb: str) -> MemvaultError:
     return PluginError(f"{where} raised {type(exc).__name__}: {exc}; this is a bug in the provider")
 
 
+def _named(exc: MemvaultError, provider: str) -> MemvaultError:
+    """``exc``, or for a ``NotSupported`` that does not name the provider, one that does (P24).
+
+    A provider is never told the name it was registered under, so the Vault,
+    which knows it, says which provider lacks the capability.
+    """
+    if type(exc) is not NotSupported or repr(provider) in str(exc):
+        return exc
+    return NotSupported(f"provider {provider!r}: {exc}")
+
+
 class Vault:
     """Retain, recall, read, forget and health over one provider.
 
@@ -190,8 +201,11 @@ class Vault:
     def _call(self, caller: Any, verb: str, result_type: type[_R], request: object) -> _R:
         try:
             result = caller(request=request)
-        except MemvaultError:
-            raise
+        except MemvaultError as exc:
+            named = _named(exc, self.name)
+            if named is exc:
+                raise
+            raise named from exc
         except Exception as exc:
             raise _wrap(exc, self.name, verb) from exc
         if type(result) is not result_type:

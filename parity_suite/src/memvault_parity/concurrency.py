@@ -18,7 +18,7 @@ import memvault
 from memvault.models import Capability
 from memvault_parity.base import SuiteBase, child_env, requires
 
-__all__ = ["ConcurrencyTests", "CrashTests", "MultiProcessTests"]
+__all__ = ["ConcurrencyTests", "CrashTests", "ForgetRaceTests", "MultiProcessTests"]
 
 _THREADS = 8
 _PER_THREAD = 25
@@ -269,3 +269,26 @@ def _json(settings: Mapping[str, Any]) -> str:
     import json
 
     return json.dumps(dict(settings))
+
+
+class ForgetRaceTests(SuiteBase):
+    """forget of one document from two threads at once (P23, P28)."""
+
+    def test_forgetting_one_document_from_two_threads_removes_it_once(self, vault: memvault.Vault, ws: str) -> None:
+        """P23/P28: two threads forget the same document at the same moment, 12 times over: each time one
+        gets removed=1 and the other removed=0 (a check-then-delete outside a lock counts it twice)."""
+        for round_ in range(12):
+            label = f"peers/race{round_}.md"
+            self.put(vault, ws, f"racing line {round_}\n", tier="peers", key=f"race{round_}")
+            barrier = threading.Barrier(2)
+            removed: list[int] = []
+
+            def forget(
+                _: int, label: str = label, barrier: threading.Barrier = barrier, removed: list[int] = removed
+            ) -> None:
+                barrier.wait(timeout=10)
+                removed.append(self.drop(vault, ws, label=label))
+
+            _run_threads(forget, 2)
+            assert sorted(removed) == [0, 1], f"round {round_}: removed {removed}"
+            assert self.body(vault, ws, tier="peers", key=f"race{round_}") == ""

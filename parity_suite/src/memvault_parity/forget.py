@@ -128,7 +128,8 @@ class SubjectErasureTests(SuiteBase):
     def test_forget_by_subject_without_capability_is_not_supported_naming_the_provider(
         self, vault: memvault.Vault, ws: str
     ) -> None:
-        """P24: a provider without cascade_forget raises NotSupported naming itself."""
+        """P24: a provider without cascade_forget raises NotSupported, which names the provider by its
+        registered name (the Vault adds the name: a provider never learns it), and nothing is removed."""
         self.put(vault, ws, "subject data\n", subject="subject-1")
         with pytest.raises(memvault.NotSupported) as caught:
             self.drop(vault, ws, subject="subject-1")
@@ -152,13 +153,17 @@ class SubjectErasureTests(SuiteBase):
 
     @requires(Capability.CASCADE_FORGET)
     def test_forget_by_subject_never_touches_another_workspace(self, vault: memvault.Vault) -> None:
-        """P24/P3: the same subject in another workspace is untouched and not counted."""
-        mine, theirs = self.new_workspace(), self.new_workspace()
+        """P24/P3: the same subject in another workspace, also one whose id starts with this one's, is
+        untouched and not counted."""
+        mine = self.new_workspace()
+        others = [self.new_workspace(), mine + "0"]
+        for theirs in others:
+            self.put(vault, theirs, "theirs subject line\n", subject="subject-2")
         self.put(vault, mine, "mine subject line\n", subject="subject-2")
-        self.put(vault, theirs, "theirs subject line\n", subject="subject-2")
         assert self.drop(vault, mine, subject="subject-2") == 1
-        assert self.body(vault, theirs) == "theirs subject line\n"
-        assert len(self.find(vault, theirs, "theirs")) == 1
+        for theirs in others:
+            assert self.body(vault, theirs) == "theirs subject line\n"
+            assert len(self.find(vault, theirs, "theirs")) == 1
 
     @requires(Capability.CASCADE_FORGET)
     def test_forget_by_subject_keeps_other_subjects_and_untagged_documents(
@@ -202,3 +207,71 @@ class SubjectErasureTests(SuiteBase):
         assert self.find(vault, ws, secret) == []
         vault.health()  # give a provider the chance to checkpoint, as a real process would
         assert _files_containing(tmp_path, secret.encode()) == []
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_an_untagged_write_never_clears_a_subject(self, vault: memvault.Vault, ws: str) -> None:
+        """P13/P24: a later untagged append or replace keeps the document tagged: erasing the subject
+        still removes both documents, with the untagged text."""
+        self.put(vault, ws, "tagged first\n", subject="subject-a")
+        self.put(vault, ws, "untagged osprey append\n")
+        self.put(vault, ws, "tagged pins\n", tier="pins", subject="subject-a")
+        self.put(vault, ws, "untagged osprey replace\n", tier="pins", mode="replace")
+        assert self.drop(vault, ws, subject="subject-a") == 2
+        assert self.find(vault, ws, "osprey") == []
+        assert (self.body(vault, ws), self.body(vault, ws, tier="pins")) == ("", "")
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_a_document_carries_every_subject_that_wrote_to_it(self, vault: memvault.Vault, ws: str) -> None:
+        """P13/P24: a document is tagged with every subject that wrote to it, not only the first or the
+        latest: erasing either removes it, with what the other subjects wrote, and it is counted once."""
+        self.put(vault, ws, "written by a\n", subject="subject-a")
+        self.put(vault, ws, "written by a again\n", subject="subject-a")
+        self.put(vault, ws, "written by b lapwing\n", subject="subject-b")
+        self.put(vault, ws, "pins by b\n", tier="pins", subject="subject-b")
+        self.put(vault, ws, "pins by a lapwing\n", tier="pins", subject="subject-a", mode="replace")
+        self.put(vault, ws, "persona by b\n", tier="PERSONA", subject="subject-b")
+        assert self.drop(vault, ws, subject="subject-a") == 2
+        assert self.find(vault, ws, "lapwing") == []
+        assert self.body(vault, ws, tier="PERSONA") == "persona by b\n"
+        assert self.drop(vault, ws, subject="subject-b") == 1
+        assert self.body(vault, ws, tier="PERSONA") == ""
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_forget_by_id_clears_the_documents_subjects(self, vault: memvault.Vault, ws: str) -> None:
+        """P13/P23: tags belong to the document, not its label: after a forget by id, a new untagged document
+        at the same label is not erased with the old one's subject."""
+        self.put(vault, ws, "old tagged body\n", tier="peers", key="pat", subject="subject-c")
+        assert self.drop(vault, ws, label="peers/pat.md") == 1
+        self.put(vault, ws, "fresh untagged body\n", tier="peers", key="pat")
+        assert self.drop(vault, ws, subject="subject-c") == 0
+        assert self.body(vault, ws, tier="peers", key="pat") == "fresh untagged body\n"
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_subjects_match_exactly(self, vault: memvault.Vault, ws: str) -> None:
+        """P13/P24: subject ids match exactly: never by case, prefix, suffix or substring (no LIKE rules)."""
+        tagged = {
+            "user-1": ("AGENT", ""),
+            "User-1": ("pins", ""),
+            "user-10": ("PERSONA", ""),
+            "xuser-1": ("daily", "2026-11-11"),
+            "user-1.a": ("peers", "sam"),
+        }
+        for subject, (tier, key) in tagged.items():
+            self.put(vault, ws, f"line of {subject}\n", tier=tier, key=key, subject=subject)
+        for near_miss in ("USER-1", "user", "user-", "ser-1", "user-1.", "user-1.a.b", "1"):
+            assert self.drop(vault, ws, subject=near_miss) == 0, near_miss
+        assert self.drop(vault, ws, subject="user-1") == 1
+        assert self.body(vault, ws) == ""
+        for subject, (tier, key) in tagged.items():
+            if subject != "user-1":
+                assert self.body(vault, ws, tier=tier, key=key) == f"line of {subject}\n", subject
+
+    @requires(Capability.CASCADE_FORGET)
+    def test_a_refused_write_does_not_tag_the_document(self, vault: memvault.Vault, ws: str) -> None:
+        """P13/P9: only accepted writes tag: a write refused by the cap adds no subject, so erasing that
+        subject keeps the document."""
+        self.put(vault, ws, "kept pelican\n", tier="PERSONA", subject="subject-a")
+        with pytest.raises(memvault.CapExceeded):
+            self.put(vault, ws, "q" * 1500, tier="PERSONA", subject="subject-b")
+        assert self.drop(vault, ws, subject="subject-b") == 0
+        assert self.body(vault, ws, tier="PERSONA") == "kept pelican\n"

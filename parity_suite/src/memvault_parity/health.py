@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from pathlib import Path
 
@@ -66,3 +67,49 @@ class HealthTests(SuiteBase):
         assert _snapshot(tmp_path) == before
         assert self.body(vault, ws) == "baseline\n"
         assert [h.source for h in self.find(vault, ws, "health probe check test ok")] == []
+
+    def test_health_is_ok_while_other_calls_run(self, vault: memvault.Vault, ws: str) -> None:
+        """P25/P28: a busy provider is a healthy one: while 3 threads retain, recall, read and forget, every
+        probe that answers in time says ok (at most 2 of 10 may hit the vault's "health check timeout")."""
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                n = 0
+                while not stop.is_set():
+                    self.put(vault, ws, f"busy {n} " + "word " * 250 + "\n", tier="daily", key=f"2026-01-0{i + 1}")
+                    self.find(vault, ws, "busy word", tier="daily")
+                    self.body(vault, ws, tier="daily", key=f"2026-01-0{i + 1}")
+                    n += 1
+                    if n % 5 == 0:
+                        self.drop(vault, ws, label=f"daily/2026-01-0{i + 1}.md")
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(0.05)
+            probes = []
+            for _ in range(10):
+                probes.append(vault.health())
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=30)
+        assert not errors, errors[0]
+        failed = [p.message for p in probes if not p.ok and p.message != "health check timeout"]
+        assert failed == []
+        assert sum(p.ok for p in probes) >= 8
+
+    def test_health_checked_at_is_taken_at_each_call(self, vault: memvault.Vault) -> None:
+        """P25: checked_at is the time of that probe, not of start-up or of an earlier probe: two probes
+        0.3 s apart carry times 0.3 s apart."""
+        first = vault.health()
+        time.sleep(0.3)
+        second = vault.health()
+        gap = (second.checked_at - first.checked_at).total_seconds()
+        assert 0.25 <= gap <= 5.0

@@ -15,6 +15,70 @@ from memvault_parity.base import SuiteBase
 
 __all__ = ["PartitionTests"]
 
+_AGENT_TIERS = [("AGENT", ""), ("PERSONA", ""), ("pins", ""), ("daily", "2026-09-09"), ("peers", "iris")]
+_LABELS = {
+    "AGENT": "AGENT.md",
+    "PERSONA": "PERSONA.md",
+    "pins": "pins.md",
+    "daily": "daily/2026-09-09.md",
+    "peers": "peers/iris.md",
+    "lessons": "lessons.md",
+    "CREW": "CREW.md",
+}
+
+# Pairs of document addresses that must stay apart. "ws" is a suffix added to the test's
+# workspace; "agent"/"crew"/"key" are the ids. Each pair differs only in case, by a prefix, or
+# by where a ':', '@', '.' or '-' falls between two ids joined into one storage key.
+_LOOK_ALIKES: list[tuple[dict[str, str], dict[str, str]]] = [
+    ({"ws": "-q"}, {"ws": "-Q"}),
+    ({"agent": "agent-a"}, {"agent": "Agent-A"}),
+    ({"crew": "crew-a"}, {"crew": "CREW-A"}),
+    ({"key": "bob"}, {"key": "Bob"}),
+    ({"ws": ""}, {"ws": "0"}),
+    ({"agent": "agent-1"}, {"agent": "agent-10"}),
+    ({"crew": "crew-1"}, {"crew": "crew-10"}),
+    ({"key": "bob"}, {"key": "bob0"}),
+    ({"ws": ":x", "agent": "y"}, {"ws": "", "agent": "x:y"}),
+    ({"ws": "@x", "agent": "y"}, {"ws": "", "agent": "x@y"}),
+    ({"ws": ".x", "agent": "y"}, {"ws": "", "agent": "x.y"}),
+    ({"ws": "-x", "agent": "y"}, {"ws": "", "agent": "x-y"}),
+    ({"ws": ":x", "crew": "y"}, {"ws": "", "crew": "x:y"}),
+    ({"agent": "a:b", "key": "c"}, {"agent": "a", "key": "b:c"}),
+    ({"agent": "a.b", "key": "c"}, {"agent": "a", "key": "b.c"}),
+]
+_LOOK_ALIKE_IDS = [
+    "case-workspace",
+    "case-agent",
+    "case-crew",
+    "case-peer-key",
+    "prefix-workspace",
+    "prefix-agent",
+    "prefix-crew",
+    "prefix-peer-key",
+    "colon-workspace-agent",
+    "at-workspace-agent",
+    "dot-workspace-agent",
+    "dash-workspace-agent",
+    "colon-workspace-crew",
+    "colon-agent-key",
+    "dot-agent-key",
+]
+
+
+def _address(ws: str, spec: dict[str, str]) -> dict[str, Any]:
+    """Where a look-alike case writes: its workspace, the retain/read keyword args, the recall/forget ones."""
+    if "crew" in spec:
+        at = {"tier": "CREW", "agent": "", "crew": spec["crew"]}
+        who = {"agent": "", "crew": spec["crew"]}
+    elif "key" in spec:
+        at = {"tier": "peers", "agent": spec.get("agent", "agent-1"), "key": spec["key"]}
+        who = {"agent": spec.get("agent", "agent-1")}
+    else:
+        at = {"tier": "AGENT", "agent": spec.get("agent", "agent-1")}
+        who = {"agent": spec.get("agent", "agent-1")}
+    return {"ws": ws + spec.get("ws", ""), "at": at, "who": who}
+
+
 _BAD_IDENTIFIERS = ["a/b", "a\\b", "..", "x..y", "a\x00b", "tab\tid", ".hidden", "x" * 129, "sp ace"]
 
 
@@ -202,3 +266,73 @@ class PartitionTests(SuiteBase):
                 assert len(hits) == min(expected_lines, 20)
                 for hit in hits:
                     assert tag(w, kind, owner) in hit.snippet, f"P3: hit {hit} crossed into {key}"
+
+    # -- identifiers that look alike (P3) --------------------------------------
+
+    @pytest.mark.parametrize(("here", "there"), _LOOK_ALIKES, ids=_LOOK_ALIKE_IDS)
+    def test_look_alike_identifiers_never_share_a_document(
+        self, vault: memvault.Vault, ws: str, here: dict[str, str], there: dict[str, str]
+    ) -> None:
+        """P3/P4: identifiers are compared exactly: ids differing only in case, an id that is a prefix of
+        another (`agent-1`, `agent-10`), and ids whose `:`/`@`/`.`/`-` would join into the same storage key
+        are different owners: neither reads, recalls, counts nor forgets the other's document."""
+        mine, theirs = _address(ws, here), _address(ws, there)
+        self.put(vault, theirs["ws"], "their line quetzal\n", **theirs["at"])
+        result = self.put(vault, mine["ws"], "my line\n", **mine["at"])
+        assert result.bytes == len(b"my line\n")
+        assert self.body(vault, mine["ws"], **mine["at"]) == "my line\n"
+        leaked = [h.source for h in self.find(vault, mine["ws"], "quetzal", **mine["who"])]
+        assert result.id not in leaked
+        if mine["who"] != theirs["who"] or mine["ws"] != theirs["ws"]:
+            assert leaked == []
+        assert self.drop(vault, mine["ws"], label=result.id, **mine["who"]) == 1
+        assert self.drop(vault, mine["ws"], label=result.id, **mine["who"]) == 0
+        assert self.body(vault, theirs["ws"], **theirs["at"]) == "their line quetzal\n"
+        assert len(self.find(vault, theirs["ws"], "quetzal", **theirs["who"])) == 1
+
+    # -- every agent tier is the agent's (P2, P3, P16) -------------------------
+
+    @pytest.mark.parametrize(("tier", "key"), _AGENT_TIERS)
+    def test_every_agent_tier_is_private_to_its_agent(
+        self, vault: memvault.Vault, ws: str, tier: str, key: str
+    ) -> None:
+        """P3: AGENT, PERSONA, pins, daily and peers are each one document per agent: another agent's
+        document of the same tier and key is neither read, recalled, sized, nor forgotten."""
+        label = _LABELS[tier]
+        self.put(vault, ws, "other agent quokka\n", tier=tier, key=key, agent="agent-2")
+        mine = self.put(vault, ws, "my own line\n", tier=tier, key=key, agent="agent-1")
+        assert mine.bytes == len(b"my own line\n")
+        assert self.body(vault, ws, tier=tier, key=key) == "my own line\n"
+        assert self.find(vault, ws, "quokka") == []
+        assert self.find(vault, ws, "quokka", tier=tier) == []
+        assert self.drop(vault, ws, label=label) == 1
+        assert self.drop(vault, ws, label=label) == 0
+        assert self.body(vault, ws, tier=tier, key=key, agent="agent-2") == "other agent quokka\n"
+
+    @pytest.mark.parametrize(("tier", "key"), _AGENT_TIERS)
+    def test_an_agent_tier_written_with_a_crew_id_stays_the_agents(
+        self, vault: memvault.Vault, ws: str, tier: str, key: str
+    ) -> None:
+        """P2/P3: an agent tier belongs to agent_id even when crew_id is passed too: the agent reads it
+        without the crew, and the crew's other agents (or the crew alone) never read, recall or forget it."""
+        label = _LABELS[tier]
+        self.put(vault, ws, "crewmate wombat\n", tier=tier, key=key, agent="agent-1", crew="crew-1")
+        assert self.body(vault, ws, tier=tier, key=key, agent="agent-1") == "crewmate wombat\n"
+        assert self.body(vault, ws, tier=tier, key=key, agent="agent-2", crew="crew-1") == ""
+        assert self.find(vault, ws, "wombat", agent="agent-2", crew="crew-1") == []
+        assert self.find(vault, ws, "wombat", agent="", crew="crew-1") == []
+        assert [h.source for h in self.find(vault, ws, "wombat", agent="agent-1")] == [label]
+        assert self.drop(vault, ws, label=label, agent="agent-2", crew="crew-1") == 0
+        assert self.drop(vault, ws, label=label, agent="agent-1", crew="crew-1") == 1
+        assert self.body(vault, ws, tier=tier, key=key, agent="agent-1") == ""
+
+    @pytest.mark.parametrize("tier", ["AGENT", "PERSONA", "pins", "daily", "peers", "lessons", "CREW"])
+    def test_a_named_tier_with_both_ids_searches_only_that_tier(
+        self, vault: memvault.Vault, ws: str, tier: str
+    ) -> None:
+        """P16: recall with a named tier and both agent_id and crew_id searches that tier only: an agent
+        tier never adds CREW.md, CREW never adds the agent's documents."""
+        for name, key in (*_AGENT_TIERS, ("CREW", "")):
+            self.put(vault, ws, f"puffin in {name}\n", tier=name, key=key, crew="crew-1")
+        sources = {h.source for h in self.find(vault, ws, "puffin", crew="crew-1", tier=tier)}
+        assert sources == ({_LABELS[tier]} if tier != "lessons" else set())

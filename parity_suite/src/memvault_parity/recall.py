@@ -61,8 +61,7 @@ class RecallTests(SuiteBase):
         self.put(vault, ws, body)
         hits = self.find(vault, ws, "brown fox")
         assert {h.line for h in hits[:2]} == {2, 5}
-        assert min(h.score for h in hits[:2]) > max(h.score for h in hits[2:])
-        assert {h.line for h in hits} == {1, 2, 3, 4, 5}
+        assert min(h.score for h in hits[:2]) > max((h.score for h in hits[2:]), default=0.0)
 
     def test_phrase_lines_fill_the_limit_before_term_only_lines(self, vault: memvault.Vault, ws: str) -> None:
         """P17/P15: with 25 phrase lines and many term-only lines, all 20 hits hold the phrase."""
@@ -80,21 +79,41 @@ class RecallTests(SuiteBase):
         assert self.find(vault, ws, "grapefruit") == []
 
     @pytest.mark.parametrize(
-        ("question", "line"),
+        ("question", "answer"),
         [
-            ("What units does she prefer?", 1),
-            ("Which tea does she like?", 2),
-            ("Where is the office located?", 3),
-            ("Who are her dentists?", 4),
+            ("What units does she prefer?", "Prefers metric units."),
+            ("Which tea does she like?", "Likes green tea, no sugar."),
+            ("Where is the office located?", "Office located in Berlin, Mitte."),
+            ("Who are her dentists?", "Dentist: Dr Okafor, Tuesdays."),
         ],
     )
     def test_natural_language_question_finds_the_answering_line(
-        self, vault: memvault.Vault, ws: str, question: str, line: int
+        self, vault: memvault.Vault, ws: str, question: str, answer: str
     ) -> None:
-        """P17: a question finds the line that answers it by its terms (any inflection), not by exact substring."""
-        self.put(vault, ws, "Prefers metric units.\nLikes green tea.\nOffice located Berlin.\nDentist: Dr Okafor.\n")
+        """P17/P18: a question finds the line that answers it by its terms (any inflection), not by exact
+        substring: the answer is among the top 3 hits, which are sorted with scores in [0, 1].
+
+        Which other lines come back, and in which order, is the search engine's business: a provider on
+        its own full-text or vector index passes without copying memvault.text's stop words or stemmer.
+        """
+        facts = [
+            "Prefers metric units.",
+            "Likes green tea, no sugar.",
+            "Office located in Berlin, Mitte.",
+            "Dentist: Dr Okafor, Tuesdays.",
+            "Birthday on the 3rd of May.",
+            "Allergic to peanuts.",
+            "Drives a blue bicycle to work.",
+            "Sister lives in Lisbon.",
+            "Reads crime novels before bed.",
+            "Plays chess on Sundays.",
+        ]
+        self.put(vault, ws, "".join(f"{fact}\n" for fact in facts))
         hits = self.find(vault, ws, question)
-        assert [h.line for h in hits] == [line]
+        assert facts.index(answer) + 1 in [h.line for h in hits[:3]]
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert all(0.0 <= h.score <= 1.0 for h in hits)
+        assert len(hits) <= 20
 
     def test_term_matching_finds_a_line_without_the_full_phrase(self, vault: memvault.Vault, ws: str) -> None:
         """P17: lines sharing some of the query's terms are returned, below phrase lines."""
@@ -217,3 +236,48 @@ class RecallTests(SuiteBase):
         for i in range(10):
             self.put(vault, ws, f"sequence marker{i}\n")
             assert [h.line for h in self.find(vault, ws, f"marker{i}")] == [i + 1]
+
+    def test_an_unterminated_last_line_is_searched(self, vault: memvault.Vault, ws: str) -> None:
+        """P17/P18: the last line counts even without a trailing newline, in a replaced and an appended body."""
+        self.put(vault, ws, "first line\nsecond line ends without newline marmalade", mode="replace")
+        self.put(vault, ws, "pins line\nlast pins line marmalade", tier="pins")
+        hits = self.find(vault, ws, "marmalade")
+        assert sorted((h.source, h.line) for h in hits) == [("AGENT.md", 2), ("pins.md", 2)]
+
+    def test_a_word_split_across_two_appends_is_found(self, vault: memvault.Vault, ws: str) -> None:
+        """P17/P6: recall searches the stored body, not the pieces written: "...Thurs" + "day ..." is found by
+        "thursday" on its one line, once."""
+        self.put(vault, ws, "standup notes\nretro moved to Thurs")
+        self.put(vault, ws, "day afternoon\n")
+        hits = self.find(vault, ws, "thursday")
+        assert [h.line for h in hits] == [2]
+        assert "thursday" in hits[0].snippet.lower()
+
+    def test_line_numbers_count_across_appends(self, vault: memvault.Vault, ws: str) -> None:
+        """P18/P6: lines are numbered in the whole body, whichever append wrote them; a line completed by a
+        later append is one line, returned once."""
+        self.put(vault, ws, "one\ntwo\n", tier="pins")
+        self.put(vault, ws, "three\nfour kestrel\nfive half", tier="pins")
+        self.put(vault, ws, " line kestrel\n", tier="pins")
+        hits = self.find(vault, ws, "kestrel", tier="pins")
+        assert sorted(h.line for h in hits) == [4, 5]
+
+    @pytest.mark.parametrize("phrase_first", [True, False], ids=["phrase-written-first", "phrase-written-last"])
+    def test_ranking_and_limit_are_global_across_documents(
+        self, vault: memvault.Vault, ws: str, phrase_first: bool
+    ) -> None:
+        """P15/P17/P18: hits from several documents are ranked together and the limit applies to all of them:
+        with limit 3, the two phrase lines lead whichever documents hold them, and exactly 3 sorted hits
+        come back."""
+        weak = [("AGENT", ""), ("pins", ""), ("peers", "ola")]
+        strong = [("PERSONA", ""), ("daily", "2026-10-10")]
+        order = strong + weak if phrase_first else weak + strong
+        for tier, key in order:
+            if (tier, key) in strong:
+                self.put(vault, ws, f"note {tier}\nthe harbour storm closed the port today\n", tier=tier, key=key)
+            else:
+                self.put(vault, ws, "".join(f"storm {i}\nharbour {i}\n" for i in range(6)), tier=tier, key=key)
+        hits = self.find(vault, ws, "harbour storm", limit=3)
+        assert len(hits) == 3
+        assert {h.source for h in hits[:2]} == {"PERSONA.md", "daily/2026-10-10.md"}
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

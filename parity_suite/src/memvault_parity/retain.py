@@ -232,7 +232,40 @@ class CapTests(SuiteBase):
         assert result.warning == ""
 
     def test_warning_reports_the_final_body_after_append(self, vault: memvault.Vault, ws: str) -> None:
-        """P9: the warning's N is the size after the append, with the floor percentage."""
+        """P9: the warning's N is the size after the append; P is rounded down (3399 of 4000 is 84%)."""
         assert self.put(vault, ws, "a" * 3000).warning == ""
         result = self.put(vault, ws, "b" * 399)
         assert f"3399 of 4000 bytes, {3399 * 100 // 4000}%" in result.warning
+
+    def test_replace_is_capped_on_the_new_body_alone(self, vault: memvault.Vault, ws: str) -> None:
+        """P9/P5: a replace's projected size is the new body, not the old body plus it: 3000 bytes replacing
+        3000 bytes fits AGENT's 4000 without a warning, and an oversize replace reports projected = its own size."""
+        self.put(vault, ws, "a" * 3000, mode="replace")
+        result = self.put(vault, ws, "b" * 3000, mode="replace")
+        assert (result.bytes, result.warning) == (3000, "")
+        assert "3500 of 4000 bytes" in self.put(vault, ws, "c" * 3500, mode="replace").warning
+        with pytest.raises(memvault.CapExceeded) as caught:
+            self.put(vault, ws, "d" * 4001, mode="replace")
+        assert (caught.value.current, caught.value.projected) == (3500, 4001)
+        assert self.body(vault, ws) == "c" * 3500
+
+    def test_a_refused_write_is_never_recalled(self, vault: memvault.Vault, ws: str) -> None:
+        """P9/P20: a write refused by the cap leaves no trace in search: its text is not recalled and the
+        text it would have replaced still is."""
+        self.put(vault, ws, "steady baseline heron\n", tier="PERSONA", mode="replace")
+        with pytest.raises(memvault.CapExceeded):
+            self.put(vault, ws, "refused albatross\n" + "x" * 1500, tier="PERSONA", mode="replace")
+        with pytest.raises(memvault.CapExceeded):
+            self.put(vault, ws, "appended albatross\n" + "y" * 1490, tier="PERSONA")
+        assert self.find(vault, ws, "albatross") == []
+        assert [h.line for h in self.find(vault, ws, "heron")] == [1]
+        assert self.body(vault, ws, tier="PERSONA") == "steady baseline heron\n"
+
+    def test_a_refused_write_to_a_new_document_creates_nothing(self, vault: memvault.Vault, ws: str) -> None:
+        """P9/P23: a refused first write leaves no document: read is empty, recall finds nothing, and
+        forgetting it removes 0."""
+        with pytest.raises(memvault.CapExceeded):
+            self.put(vault, ws, "gannet " + "z" * 1500, tier="peers", key="nemo")
+        assert self.body(vault, ws, tier="peers", key="nemo") == ""
+        assert self.find(vault, ws, "gannet") == []
+        assert self.drop(vault, ws, label="peers/nemo.md") == 0

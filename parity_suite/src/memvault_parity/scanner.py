@@ -164,6 +164,21 @@ class ScannerTests(SuiteBase):
         assert quarantine_record(scanned, ws, erased.value.sha256) is None
         assert [r.sha256 for r in quarantine_records(scanned, ws)] == [kept.value.sha256]
 
+    @requires("quarantine", "cascade_forget")
+    def test_p24_erasure_leaves_no_copy_of_the_subjects_identical_writes(
+        self, scanned: memvault.Vault, ws: str
+    ) -> None:
+        """P24/P30: two subjects write the same rejected body: after erasing one, no copy tagged with it is
+        left (a provider may keep one copy per write, or one per body); after erasing both, none is left."""
+        for subject in ("subject-1", "subject-2"):
+            with pytest.raises(memvault.ContentRejected) as rejected:
+                self.put(scanned, ws, INJECTION, tier="pins", mode="replace", subject=subject)
+        scanned.forget(memvault.ForgetRequest(workspace_id=ws, data_subject_id="subject-2"))
+        assert [r.data_subject_id for r in quarantine_records(scanned, ws) if r.data_subject_id == "subject-2"] == []
+        scanned.forget(memvault.ForgetRequest(workspace_id=ws, data_subject_id="subject-1"))
+        assert quarantine_record(scanned, ws, rejected.value.sha256) is None
+        assert quarantine_records(scanned, ws) == []
+
     @requires("quarantine")
     def test_p30_a_crew_copy_names_the_crew(self, scanned: memvault.Vault, ws: str) -> None:
         """P30: the record says whose document the write targeted."""

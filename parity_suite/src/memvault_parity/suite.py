@@ -13,7 +13,7 @@ tests, P29-P31, go in :mod:`memvault_parity.scanner` as ``ScannerTests``).
 
 from __future__ import annotations
 
-from memvault_parity.concurrency import ConcurrencyTests, CrashTests, MultiProcessTests
+from memvault_parity.concurrency import ConcurrencyTests, CrashTests, ForgetRaceTests, MultiProcessTests
 from memvault_parity.forget import ForgetTests, ReadTests, SubjectErasureTests
 from memvault_parity.health import HealthTests
 from memvault_parity.listing import ListingTests
@@ -36,6 +36,7 @@ class ProviderSuite(
     SubjectErasureTests,
     HealthTests,
     ConcurrencyTests,
+    ForgetRaceTests,
     MultiProcessTests,
     CrashTests,
     ScannerTests,
