@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -14,15 +16,35 @@ from memvault_parity.base import SuiteBase, requires, requires_absent
 __all__ = ["ForgetTests", "ReadTests", "SubjectErasureTests"]
 
 
+_SCAN_FILES = """
+import sys
+from pathlib import Path
+
+root, needle = Path(sys.argv[1]), bytes.fromhex(sys.argv[2])
+for path in sorted(root.rglob("*")):
+    try:
+        if path.is_file() and needle in path.read_bytes():
+            print(path.relative_to(root))
+    except OSError:
+        continue
+"""
+
+
 def _files_containing(root: Path, needle: bytes) -> list[str]:
-    found = []
-    for path in root.rglob("*"):
-        try:
-            if path.is_file() and needle in path.read_bytes():
-                found.append(str(path.relative_to(root)))
-        except OSError:
-            continue
-    return found
+    """The files under ``root`` whose bytes contain ``needle``, read by another process.
+
+    Reading them here would open and close descriptors on files a provider of this
+    process may hold POSIX (fcntl) locks on, and closing any descriptor of a file
+    drops every such lock the process holds (SQLite's "How To Corrupt", 2.2).
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _SCAN_FILES, str(root), needle.hex()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.splitlines()
 
 
 class ReadTests(SuiteBase):
