@@ -7,9 +7,11 @@ from :mod:`memvault.wire`); a test validates real responses against it.
 from __future__ import annotations
 
 import copy
+import typing
 from typing import Any, Final
 
 from memvault.models import MAX_RECALL_LIMIT, MAX_SNIPPET_CHARS, Tier
+from memvault_http_remote.errorwire import SERVICE_ERROR, WIRE_TYPES, wire_fields
 
 __all__ = ["openapi_document"]
 
@@ -29,6 +31,36 @@ def _obj(properties: dict[str, Any], required: list[str], description: str = "")
     if description:
         schema["description"] = description
     return schema
+
+
+def _json_type(hint: Any) -> dict[str, Any]:
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer"}
+    if typing.get_origin(hint) is list:
+        return {"type": "array", "items": {"type": "string"}}
+    return {"type": "string"}
+
+
+def _error_schema() -> dict[str, Any]:
+    """The error body, derived from the codec: every class and every attribute it carries."""
+    properties: dict[str, Any] = {
+        "type": {
+            "type": "string",
+            "enum": [*WIRE_TYPES, SERVICE_ERROR],
+            "description": "the memvault.errors class the service or its provider raised",
+        },
+        "message": {"type": "string", "description": "what was wrong and how to fix it"},
+    }
+    for cls in WIRE_TYPES.values():
+        fields = wire_fields(cls)
+        hints = typing.get_type_hints(cls.__init__) if fields else {}
+        for name in fields:
+            entry = properties.setdefault(name, {**_json_type(hints.get(name)), "description": ""})
+            entry["description"] = ", ".join(filter(None, [entry["description"], cls.__name__]))
+    body = {"type": "object", "properties": properties, "required": ["type", "message"], "additionalProperties": False}
+    return _obj({"error": body}, ["error"], "Every non-2xx answer of the service.")
 
 
 _SCHEMAS: Final[dict[str, Any]] = {
@@ -159,42 +191,7 @@ _SCHEMAS: Final[dict[str, Any]] = {
         {"record": {"oneOf": [{"$ref": "#/components/schemas/QuarantineRecord"}, {"type": "null"}]}},
         ["record"],
     ),
-    "Error": _obj(
-        {
-            "error": {
-                "type": "object",
-                "properties": {
-                    "type": {
-                        "type": "string",
-                        "enum": [
-                            "InvalidRequest",
-                            "CapExceeded",
-                            "ContentRejected",
-                            "NotSupported",
-                            "Unauthorized",
-                            "UpstreamError",
-                            "UpstreamTimeout",
-                            "ServiceError",
-                        ],
-                        "description": "the memvault.errors class the provider raised",
-                    },
-                    "message": {"type": "string"},
-                    "field": {"type": "string", "description": "InvalidRequest: the offending field"},
-                    "tier": {"type": "string", "description": "CapExceeded"},
-                    "cap": {"type": "integer", "description": "CapExceeded"},
-                    "projected": {"type": "integer", "description": "CapExceeded"},
-                    "current": {"type": "integer", "description": "CapExceeded"},
-                    "category": {"type": "string", "description": "ContentRejected"},
-                    "pattern": {"type": "string", "description": "ContentRejected"},
-                    "sha256": {"type": "string", "description": "ContentRejected"},
-                },
-                "required": ["type", "message"],
-                "additionalProperties": False,
-            }
-        },
-        ["error"],
-        "Every non-2xx answer of the service's own routes.",
-    ),
+    "Error": _error_schema(),
 }
 
 _ERROR_TEXT: Final = {
