@@ -101,6 +101,12 @@ CAPS: Final[dict[Tier, int | None]] = {
 _WARN_AT: Final = 0.8
 MAX_RECALL_LIMIT: Final = 20
 MAX_SNIPPET_CHARS: Final = 500
+#: Bounds on a recall query (contract P14): its size in UTF-8 bytes and its number of
+#: distinct search terms (stemmed, stop words aside; see :func:`memvault.text.terms`).
+#: Recall cost grows with the distinct terms; a natural-language question of a
+#: few sentences uses well under a tenth of either bound.
+MAX_QUERY_BYTES: Final = 4096
+MAX_QUERY_TERMS: Final = 128
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _IDENTIFIER_RULE: Final = "1-128 characters of A-Z a-z 0-9 . _ : @ -, not starting with '.'"
@@ -414,6 +420,27 @@ def _query(instance: object, attribute: Any, value: object) -> None:
         raise InvalidRequest(f"query must be a string, got {type(value).__name__}", field="query")
     if not value.strip():
         raise InvalidRequest("query must contain a non-space character: say what to look for", field="query")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequest(
+            "query is not valid UTF-8 (it holds a lone surrogate): pass real text", field="query"
+        ) from None
+    if size > MAX_QUERY_BYTES:
+        raise InvalidRequest(
+            f"query is {size} bytes, over the limit of {MAX_QUERY_BYTES} UTF-8 bytes: "
+            "ask a shorter question (the key words are enough)",
+            field="query",
+        )
+    from memvault.text import Query  # text builds on these models
+
+    count = len(Query.parse(value).terms)
+    if count > MAX_QUERY_TERMS:
+        raise InvalidRequest(
+            f"query has {count} distinct search terms, over the limit of {MAX_QUERY_TERMS} distinct search terms: "
+            "ask a shorter question, or split it into several recalls",
+            field="query",
+        )
 
 
 @frozen(kw_only=True)
