@@ -555,24 +555,77 @@ class Quarantine:
     sha256: str
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def validate_sha256(value: object, field_name: str = "sha256") -> str:
+    """Check a hex sha256 digest (64 lowercase hex characters, as ``ContentRejected`` carries).
+
+    :raises InvalidRequest: naming ``field_name``.
+    """
+    if not isinstance(value, str) or not _SHA256_HEX.fullmatch(value):
+        shown = repr(value[:80]) if isinstance(value, str) else type(value).__name__
+        raise InvalidRequest(
+            f"{field_name} {shown} is not a sha256 digest: use the 64 lowercase hex characters "
+            "ContentRejected reported",
+            field=field_name,
+        )
+    return value
+
+
+def validate_text(value: object, field_name: str) -> str:
+    """Check that ``value`` is a string of real text (encodable as UTF-8: no lone surrogates).
+
+    :raises InvalidRequest: naming ``field_name``.
+    """
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field_name} must be a string, got {type(value).__name__}", field=field_name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest(
+            f"{field_name} is not valid UTF-8 (it holds a lone surrogate): pass real text", field=field_name
+        ) from None
+    return value
+
+
+def _text(instance: object, attribute: Any, value: Any) -> None:
+    validate_text(value, attribute.name)
+
+
+def _label(instance: object, attribute: Any, value: Any) -> None:
+    parse_label(value, attribute.name)
+
+
+def _aware_time(instance: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, _dt.datetime) or value.utcoffset() is None:
+        raise InvalidRequest(f"{attribute.name} must be a timezone-aware timestamp", field=attribute.name)
+
+
+def _sha256(instance: object, attribute: Any, value: Any) -> None:
+    validate_sha256(value, attribute.name)
+
+
 @frozen(kw_only=True)
 class QuarantineRecord:
     """A copy of content the scanner rejected, kept by the provider for the operator (P30).
 
     ``label`` is the document the write targeted; ``content`` the rejected final body.
+    Identifiers follow P3, ``label`` is a P4 label and ``sha256`` 64 lowercase hex
+    characters: a record a provider stores can never name a path outside its workspace.
     """
 
-    workspace_id: str
-    agent_id: str = ""
-    crew_id: str = ""
-    label: str
-    category: str
-    pattern: str
-    sha256: str
-    content: str
-    created_at: _dt.datetime = field(factory=lambda: _dt.datetime.now(_dt.timezone.utc))
+    workspace_id: str = field(validator=_identifier(True))
+    agent_id: str = field(default="", validator=_identifier(False))
+    crew_id: str = field(default="", validator=_identifier(False))
+    label: str = field(validator=_label)
+    category: str = field(validator=_text)
+    pattern: str = field(validator=_text)
+    sha256: str = field(validator=_sha256)
+    content: str = field(validator=_text)
+    created_at: _dt.datetime = field(factory=lambda: _dt.datetime.now(_dt.timezone.utc), validator=_aware_time)
     #: The data subject the rejected write named, so erasure by subject removes the copy too (P24).
-    data_subject_id: str = ""
+    data_subject_id: str = field(default="", validator=_identifier(False))
 
 
 @frozen(kw_only=True)
