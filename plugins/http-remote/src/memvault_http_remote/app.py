@@ -199,7 +199,11 @@ class _Service:
         # Threads, not the event loop, run the (synchronous) provider; bounded
         # like the requests so a flood cannot spawn unbounded threads.
         self.limiter = anyio.CapacityLimiter(settings.max_concurrent)
-        self.health_cache = _HealthCache(vault.health, settings.health_interval, settings.health_timeout)
+        # The provider's hook itself, under the service's own deadline (health_timeout): the
+        # vault's in-process deadline (0.2 s) would read a busy process as a failing store.
+        self.health_cache = _HealthCache(
+            vault.plugin_manager.hook.memvault_health, settings.health_interval, settings.health_timeout
+        )
 
     # -- checks ----------------------------------------------------------------
 
