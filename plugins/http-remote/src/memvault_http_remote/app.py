@@ -201,6 +201,7 @@ class _Service:
         self.limiter = anyio.CapacityLimiter(settings.max_concurrent)
         # The provider's hook itself, under the service's own deadline (health_timeout): the
         # vault's in-process deadline (0.2 s) would read a busy process as a failing store.
+        self.health_next = 0.0
         self.health_cache = _HealthCache(
             vault.plugin_manager.hook.memvault_health, settings.health_interval, settings.health_timeout
         )
@@ -325,7 +326,24 @@ class _Service:
     async def health(self, request: Request) -> Response:
         if self.tokens and request.headers.get("authorization"):
             self.authenticate(request)  # a presented token must be valid; none is fine
+        await self.pace_health()
         return JSONResponse(unstructure(await self.health_cache.get()))
+
+    async def pace_health(self) -> None:
+        """Space health answers to at most ``health_rate`` a second, by waiting (never refusing).
+
+        The answer changes once per ``health_interval``; a client asking faster only burns the
+        event loop other tenants need. A waiting request costs no CPU, so a flood of clients
+        that wait for their answers is slowed to the rate. No request waits longer than
+        ``_HEALTH_MAX_WAIT``: a load balancer's probe is answered within it, flood or not.
+        """
+        now = time.monotonic()
+        slot = max(now, self.health_next)
+        if slot - now > _HEALTH_MAX_WAIT:
+            return
+        self.health_next = slot + 1.0 / self.settings.health_rate
+        if slot > now:
+            await anyio.sleep(slot - now)
 
     async def capabilities(self, request: Request) -> Response:
         self.authenticate(request)
@@ -383,6 +401,9 @@ def _guard(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Reque
 
     return guarded
 
+
+#: The longest a health request waits for its turn under ``health_rate`` (seconds).
+_HEALTH_MAX_WAIT: Final = 0.5
 
 #: Routes that never wait behind (nor count against) the request bounds.
 _UNBOUNDED: Final = frozenset({f"{API_PREFIX}/health"})

@@ -14,6 +14,7 @@
     max_unauthenticated = 8           # requests in flight without a valid token; 503 past it
     health_interval = 1.0             # seconds one health probe answers every /v1/health
     health_timeout = 5.0              # a probe running longer than this reports ok: false
+    health_rate = 50.0                # health answers per second at most (callers wait their turn, <= 0.5 s)
     shutdown_grace = 30.0             # seconds SIGTERM waits for in-flight requests
 
     [[server.tokens]]
@@ -125,6 +126,7 @@ class ServerSettings:
     max_unauthenticated: int = field(default=8, validator=_positive)
     health_interval: float = field(default=1.0, validator=_positive)
     health_timeout: float = field(default=5.0, validator=_positive)
+    health_rate: float = field(default=50.0, validator=_positive)
     shutdown_grace: float = field(default=30.0, validator=_positive)
 
     @classmethod
