@@ -321,8 +321,10 @@ def flood():
     deadline = time.monotonic() + seconds
     with httpx.Client(base_url=url, timeout=10) as client:
         while time.monotonic() < deadline:
+            started = time.monotonic()
             r = client.get("/v1/health")
-            answers.append((r.status_code, r.json().get("ok") is True))
+            took = time.monotonic() - started
+            answers.append((r.status_code, r.json().get("ok") is True, took))
 threads = [threading.Thread(target=flood) for _ in range(16)]
 [t.start() for t in threads]
 ready_by = time.monotonic() + 10
@@ -330,7 +332,7 @@ while len(answers) < 16 and time.monotonic() < ready_by:
     time.sleep(0.01)
 print("ready", flush=True)
 [t.join() for t in threads]
-print(len(answers), sum(1 for a in answers if a != (200, True)))
+print(len(answers), sum(1 for a in answers if a[:2] != (200, True)), max(a[2] for a in answers))
 """
 
 
@@ -340,8 +342,8 @@ def test_a_health_flood_keeps_health_ok_and_writes_flowing(server: ServerProcess
     import subprocess
     import sys
 
-    baseline = _writes_per_second(server.url, 2.0)
-    flood = subprocess.Popen([sys.executable, "-c", _FLOOD, server.url, "4"], stdout=subprocess.PIPE, text=True)
+    before = _writes_per_second(server.url, 1.5)
+    flood = subprocess.Popen([sys.executable, "-c", _FLOOD, server.url, "3"], stdout=subprocess.PIPE, text=True)
     try:
         assert flood.stdout is not None
         assert flood.stdout.readline().strip() == "ready"  # the flood is on
@@ -351,8 +353,13 @@ def test_a_health_flood_keeps_health_ok_and_writes_flowing(server: ServerProcess
         if flood.poll() is None:
             flood.kill()
             flood.wait()
-    answered, bad = (int(n) for n in out.split())
-    print(f"writes/s alone {baseline:.0f}, under a 16-thread health flood {under_flood:.0f}; {answered} health")
+    after = _writes_per_second(server.url, 1.5)
+    baseline = (before + after) / 2  # before and after: this machine's load drifts
+    count, not_ok, slowest = out.split()
+    answered, bad = int(count), int(not_ok)
+    print(f"writes/s alone {baseline:.0f}, under a 16-thread health flood {under_flood:.0f}; {answered} health,")
+    print(f"slowest {float(slowest) * 1000:.0f} ms")
     assert answered > 100
     assert bad == 0
-    assert under_flood >= 0.3 * baseline, (baseline, under_flood)
+    assert float(slowest) < 1.0  # within the http-remote client's health deadline
+    assert under_flood >= 0.25 * baseline, (before, under_flood, after)

@@ -334,13 +334,12 @@ class _Service:
 
         The answer changes once per ``health_interval``; a client asking faster only burns the
         event loop other tenants need. A waiting request costs no CPU, so a flood of clients
-        that wait for their answers is slowed to the rate. No request waits longer than
-        ``_HEALTH_MAX_WAIT``: a load balancer's probe is answered within it, flood or not.
+        that wait for their answers is slowed down. No request waits longer than
+        ``_HEALTH_MAX_WAIT``: a load balancer's probe is answered within it, flood or not
+        (and within the 1 s health deadline of the http-remote client).
         """
         now = time.monotonic()
-        slot = max(now, self.health_next)
-        if slot - now > _HEALTH_MAX_WAIT:
-            return
+        slot = min(max(now, self.health_next), now + _HEALTH_MAX_WAIT)
         self.health_next = slot + 1.0 / self.settings.health_rate
         if slot > now:
             await anyio.sleep(slot - now)
@@ -403,7 +402,7 @@ def _guard(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Reque
 
 
 #: The longest a health request waits for its turn under ``health_rate`` (seconds).
-_HEALTH_MAX_WAIT: Final = 0.5
+_HEALTH_MAX_WAIT: Final = 0.25
 
 #: Routes that never wait behind (nor count against) the request bounds.
 _UNBOUNDED: Final = frozenset({f"{API_PREFIX}/health"})

@@ -14,7 +14,7 @@
     max_unauthenticated = 8           # requests in flight without a valid token; 503 past it
     health_interval = 1.0             # seconds one health probe answers every /v1/health
     health_timeout = 5.0              # a probe running longer than this reports ok: false
-    health_rate = 50.0                # health answers per second at most (callers wait their turn, <= 0.5 s)
+    health_rate = 50.0                # health answers per second at most (callers wait their turn, <= 0.25 s)
     shutdown_grace = 30.0             # seconds SIGTERM waits for in-flight requests
 
     [[server.tokens]]
