@@ -109,3 +109,15 @@ def test_wire_rejects_unknown_keys() -> None:
 def test_wire_non_object_payload_is_invalid_request(data: object) -> None:
     with pytest.raises(InvalidRequest):
         structure(data, memvault.RecallRequest)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[server]\nport = " + b"9" * 5000 + b"\n", b'provider = "\xff\xfe"\n'],
+    ids=["integer-over-4300-digits", "not-utf-8"],
+)
+def test_a_config_python_cannot_convert_is_invalid_request_naming_the_file(tmp_path: Path, raw: bytes) -> None:
+    path = tmp_path / "memvault.toml"
+    path.write_bytes(raw)
+    with pytest.raises(InvalidRequest, match="memvault.toml"):
+        load_config(path)
