@@ -242,3 +242,11 @@ def test_a_hanging_health_probe_reports_not_ok_after_the_health_timeout() -> Non
     assert took < 2.0
     assert answer.json()["ok"] is False
     assert "has not answered" in answer.json()["message"]
+
+
+@pytest.mark.parametrize("depth", [500, 990, 100_000])
+def test_a_deeply_nested_body_is_a_typed_400(client: Any, depth: int) -> None:
+    body = '{"workspace_id": "w-1", "agent_id": "a1", "query": "q", "x": ' + "[" * depth + "]" * depth + "}"
+    response = _raw(client, "/v1/recall", body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["type"] == "InvalidRequest"

@@ -109,26 +109,32 @@ class _QuarantineGet:
     sha256: str = field(validator=_digest)
 
 
-def _check_text(value: object, path: str) -> None:
-    """400 for a lone surrogate anywhere in the body: JSON may escape one, no store can hold it."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _HttpError(
-                400,
-                InvalidRequest(
-                    f"{path or 'a key'} is not valid UTF-8 (it holds a lone surrogate such as \\ud800): send real text",
-                    field=path,
-                ),
-            ) from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_text(key, path)
-            _check_text(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_text(item, f"{path}[{index}]")
+def _check_text(data: object) -> None:
+    """400 for a lone surrogate anywhere in the body: JSON may escape one, no store can hold it.
+
+    Iterative, so a body nested as deeply as the JSON parser allows cannot exhaust the stack.
+    """
+    pending: list[tuple[object, str]] = [(data, "")]
+    while pending:
+        value, path = pending.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _HttpError(
+                    400,
+                    InvalidRequest(
+                        f"{path or 'a key'} is not valid UTF-8 (it holds a lone surrogate such as \\ud800): "
+                        "send real text",
+                        field=path,
+                    ),
+                ) from None
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                pending.append((key, path))
+                pending.append((item, f"{path}.{key}" if path else str(key)))
+        elif isinstance(value, list):
+            pending.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
 
 
 class _HealthCache:
@@ -273,7 +279,7 @@ class _Service:
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and ints over 4300 digits
             reason = str(exc)[:200]
             raise _HttpError(400, InvalidRequest(f"request body is not valid JSON: {reason}", field="body")) from None
-        _check_text(data, "")
+        _check_text(data)
         if not isinstance(data, dict):
             raise _HttpError(
                 400,
