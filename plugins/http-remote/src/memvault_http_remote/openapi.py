@@ -312,16 +312,16 @@ _SCHEMAS: Final[dict[str, Any]] = {
 }
 
 _ERROR_TEXT: Final = {
-    "400": "InvalidRequest: bad JSON or a request breaking the contract",
+    "400": "InvalidRequest: bad JSON (lone surrogates, integers over 4300 digits) or a request breaking the contract",
     "401": "Unauthorized: no bearer token, or an unknown one",
     "403": "Unauthorized: the token is not bound to that workspace (existence is never revealed)",
-    "408": "InvalidRequest: the request body did not arrive within the request timeout",
+    "408": "InvalidRequest: the request body did not arrive within the body timeout (server.body_timeout)",
     "409": "CapExceeded: the document would exceed its tier's cap",
     "413": "InvalidRequest: the body is over the service's limit",
     "422": "ContentRejected by the scanner, or NotSupported by the provider",
     "500": "ServiceError/UpstreamError: a bug in the provider or the service",
     "502": "UpstreamError: the provider's storage failed",
-    "503": "UpstreamError: too many concurrent requests; retry shortly",
+    "503": "UpstreamError: too many requests in flight (in total, for this token, or without a token); retry shortly",
     "504": "UpstreamTimeout: the provider did not answer within the request timeout",
 }
 
