@@ -109,3 +109,34 @@ def test_wire_rejects_unknown_keys() -> None:
 def test_wire_non_object_payload_is_invalid_request(data: object) -> None:
     with pytest.raises(InvalidRequest):
         structure(data, memvault.RecallRequest)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[server]\nport = " + b"9" * 5000 + b"\n", b'provider = "\xff\xfe"\n'],
+    ids=["integer-over-4300-digits", "not-utf-8"],
+)
+def test_a_config_python_cannot_convert_is_invalid_request_naming_the_file(tmp_path: Path, raw: bytes) -> None:
+    path = tmp_path / "memvault.toml"
+    path.write_bytes(raw)
+    with pytest.raises(InvalidRequest, match="memvault.toml"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-01-31T10:00:00Z", "2026-01-31T10:00:00+00:00"),
+        ("2026-01-31t10:00:00z", "2026-01-31T10:00:00+00:00"),
+        ("1207-01-12T20:47:06.12-02:56", "1207-01-12T20:47:06.120000-02:56"),
+        ("2026-01-31T10:00:00.1234567+01:00", "2026-01-31T10:00:00.123456+01:00"),
+        ("2026-01-31T10:00:00.5+00:00", "2026-01-31T10:00:00.500000+00:00"),
+    ],
+)
+def test_wire_reads_every_rfc_3339_timestamp_on_every_python(text: str, expected: str) -> None:
+    """Python 3.10's fromisoformat takes only 3 or 6 fraction digits and no 'Z': the wire must not."""
+    import datetime as dt
+
+    from memvault.wire import converter
+
+    assert converter.structure(text, dt.datetime).isoformat() == expected

@@ -285,3 +285,43 @@ def test_p25_health_status_is_timezone_aware() -> None:
 def test_evolve_revalidates() -> None:
     with pytest.raises(InvalidRequest):
         attrs.evolve(retain(), agent_id="../x")
+
+
+# -- P14: the size of a query is bounded ---------------------------------------------
+
+
+def test_query_over_the_byte_bound_is_invalid_request_naming_the_limit() -> None:
+    from memvault.models import MAX_QUERY_BYTES
+
+    with pytest.raises(InvalidRequest, match=f"{MAX_QUERY_BYTES} UTF-8 bytes") as info:
+        memvault.RecallRequest(workspace_id="w", agent_id="a", query="é" * (MAX_QUERY_BYTES // 2 + 1))
+    assert info.value.field == "query"
+    memvault.RecallRequest(workspace_id="w", agent_id="a", query="x" * MAX_QUERY_BYTES)  # at the bound: accepted
+
+
+def test_query_with_too_many_distinct_terms_is_invalid_request_naming_the_limit() -> None:
+    from memvault.models import MAX_QUERY_TERMS
+
+    many = " ".join(f"term{i}" for i in range(MAX_QUERY_TERMS + 1))
+    with pytest.raises(InvalidRequest, match=f"{MAX_QUERY_TERMS} distinct search terms") as info:
+        memvault.RecallRequest(workspace_id="w", agent_id="a", query=many)
+    assert info.value.field == "query"
+    at_bound = " ".join(f"term{i}" for i in range(MAX_QUERY_TERMS))
+    memvault.RecallRequest(workspace_id="w", agent_id="a", query=at_bound + " " + at_bound)  # repeats are not distinct
+
+
+def test_a_long_natural_language_question_fits_the_query_bounds() -> None:
+    question = (
+        "Earlier this month the user told me about a trip they were planning with their sister to the coast "
+        "of Portugal, including which small towns they wanted to visit, the dates they had in mind, the budget "
+        "they agreed on, the dietary restrictions of the sister, whether they would rent a car or take trains, "
+        "and which museum they absolutely did not want to miss; what exactly did they say about each of these, "
+        "and did they mention any concerns about the weather, the language, or their passports expiring soon? "
+    ) * 3
+    memvault.RecallRequest(workspace_id="w", agent_id="a", query=question)
+
+
+def test_query_with_a_lone_surrogate_is_invalid_request() -> None:
+    with pytest.raises(InvalidRequest) as info:
+        memvault.RecallRequest(workspace_id="w", agent_id="a", query="tea \ud800")
+    assert info.value.field == "query"

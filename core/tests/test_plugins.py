@@ -273,3 +273,45 @@ def test_missing_required_settings_are_named_with_meaning_and_how_to_pass_them(p
     both = missing_settings(registry.get("undocumented"), {})
     assert both is not None
     assert "needs the settings 'url' (a str), 'port' (an int)" in str(both)
+
+
+_PROVIDER_AND_SCANNERS = """
+import memvault
+from memvault.memory import MemoryProvider
+
+
+class Scanner:
+    pass
+
+
+@memvault.hookimpl
+def memvault_register_providers(register):
+    register("halfway", MemoryProvider, description="registered before the scanners fail")
+
+
+@memvault.hookimpl
+def memvault_register_scanners(register):
+    register("halfway-scan", Scanner)
+    {failure}
+"""
+
+
+@pytest.mark.parametrize(
+    "failure",
+    ["raise RuntimeError('scanner config missing')", "register('builtin', Scanner)  # taken by the core"],
+    ids=["raises", "name-taken"],
+)
+def test_failed_registration_withdraws_every_provider_and_scanner_of_the_plugin(plugin_dir: Path, failure: str) -> None:
+    """All or nothing per plugin: the provider and the first scanner go, and it is a failure only."""
+    ep = write_plugin(plugin_dir, "fakeplug_halfway", _PROVIDER_AND_SCANNERS.format(failure=failure))
+    registry = Registry(entry_points=[ep, provider_plugin(plugin_dir, "fakeplug_fine", "fine")])
+    assert [f.name for f in registry.failures] == ["halfway"]
+    assert "halfway" not in [name for name, _, _ in registry.loaded]
+    assert "fine" in [name for name, _, _ in registry.loaded]
+    assert registry.names() == ["fine", "memory"]
+    assert "halfway-scan" not in registry.scanners
+    with pytest.raises(PluginError, match="no scanner named 'halfway-scan'"):
+        registry.scanner("halfway-scan")
+    assert registry.scanner("builtin")  # the core's scanner is untouched
+    plugins = registry.manager.get_plugins()
+    assert not any(getattr(p, "__name__", "") == "fakeplug_halfway" for p in plugins)

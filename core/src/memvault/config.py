@@ -79,6 +79,8 @@ def read_toml(path: Path, *, what: str, field: str, missing_hint: str) -> dict[s
         raise InvalidRequest(f"{what} {str(path)!r} cannot be read: {exc}", field=field) from None
     except tomllib.TOMLDecodeError as exc:
         raise InvalidRequest(f"{what} {str(path)!r} is not valid TOML: {exc}", field=field) from None
+    except ValueError as exc:  # not UTF-8, or an integer Python will not convert (over 4300 digits)
+        raise InvalidRequest(f"{what} {str(path)!r} cannot be read as UTF-8 TOML: {exc}"[:400], field=field) from None
     return data
 
 

@@ -59,7 +59,8 @@ class ContentRejected(MemvaultError):
     """The scanner found a prompt-injection or exfiltration shape (contract P29-P30).
 
     The live document is unchanged. ``kept`` tells whether the provider kept a
-    quarantine copy for the operator (the write fails either way: fail closed).
+    quarantine copy for the operator (the write fails either way: fail closed);
+    ``detail`` is the scanner's longer explanation, also part of the message.
     """
 
     def __init__(self, *, category: str, pattern: str, sha256: str, detail: str = "", kept: bool = True) -> None:
@@ -76,6 +77,7 @@ class ContentRejected(MemvaultError):
         self.category = category
         self.pattern = pattern
         self.sha256 = sha256
+        self.detail = detail
         self.kept = kept
 
 

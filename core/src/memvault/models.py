@@ -105,6 +105,12 @@ CAPS: Final[dict[Tier, int | None]] = {
 _WARN_AT: Final = 0.8
 MAX_RECALL_LIMIT: Final = 20
 MAX_SNIPPET_CHARS: Final = 500
+#: Bounds on a recall query (contract P14): its size in UTF-8 bytes and its number of
+#: distinct search terms (stemmed, stop words aside; see :func:`memvault.text.terms`).
+#: Recall cost grows with the distinct terms; a natural-language question of a
+#: few sentences uses well under a tenth of either bound.
+MAX_QUERY_BYTES: Final = 4096
+MAX_QUERY_TERMS: Final = 128
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _IDENTIFIER_RULE: Final = "1-128 characters of A-Z a-z 0-9 . _ : @ -, not starting with '.'"
@@ -418,6 +424,27 @@ def _query(instance: object, attribute: Any, value: object) -> None:
         raise InvalidRequest(f"query must be a string, got {type(value).__name__}", field="query")
     if not value.strip():
         raise InvalidRequest("query must contain a non-space character: say what to look for", field="query")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequest(
+            "query is not valid UTF-8 (it holds a lone surrogate): pass real text", field="query"
+        ) from None
+    if size > MAX_QUERY_BYTES:
+        raise InvalidRequest(
+            f"query is {size} bytes, over the limit of {MAX_QUERY_BYTES} UTF-8 bytes: "
+            "ask a shorter question (the key words are enough)",
+            field="query",
+        )
+    from memvault.text import Query  # text builds on these models
+
+    count = len(Query.parse(value).terms)
+    if count > MAX_QUERY_TERMS:
+        raise InvalidRequest(
+            f"query has {count} distinct search terms, over the limit of {MAX_QUERY_TERMS} distinct search terms: "
+            "ask a shorter question, or split it into several recalls",
+            field="query",
+        )
 
 
 @frozen(kw_only=True)
@@ -532,24 +559,77 @@ class Quarantine:
     sha256: str
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def validate_sha256(value: object, field_name: str = "sha256") -> str:
+    """Check a hex sha256 digest (64 lowercase hex characters, as ``ContentRejected`` carries).
+
+    :raises InvalidRequest: naming ``field_name``.
+    """
+    if not isinstance(value, str) or not _SHA256_HEX.fullmatch(value):
+        shown = repr(value[:80]) if isinstance(value, str) else type(value).__name__
+        raise InvalidRequest(
+            f"{field_name} {shown} is not a sha256 digest: use the 64 lowercase hex characters "
+            "ContentRejected reported",
+            field=field_name,
+        )
+    return value
+
+
+def validate_text(value: object, field_name: str) -> str:
+    """Check that ``value`` is a string of real text (encodable as UTF-8: no lone surrogates).
+
+    :raises InvalidRequest: naming ``field_name``.
+    """
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field_name} must be a string, got {type(value).__name__}", field=field_name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest(
+            f"{field_name} is not valid UTF-8 (it holds a lone surrogate): pass real text", field=field_name
+        ) from None
+    return value
+
+
+def _text(instance: object, attribute: Any, value: Any) -> None:
+    validate_text(value, attribute.name)
+
+
+def _label(instance: object, attribute: Any, value: Any) -> None:
+    parse_label(value, attribute.name)
+
+
+def _aware_time(instance: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, _dt.datetime) or value.utcoffset() is None:
+        raise InvalidRequest(f"{attribute.name} must be a timezone-aware timestamp", field=attribute.name)
+
+
+def _sha256(instance: object, attribute: Any, value: Any) -> None:
+    validate_sha256(value, attribute.name)
+
+
 @frozen(kw_only=True)
 class QuarantineRecord:
     """A copy of content the scanner rejected, kept by the provider for the operator (P30).
 
     ``label`` is the document the write targeted; ``content`` the rejected final body.
+    Identifiers follow P3, ``label`` is a P4 label and ``sha256`` 64 lowercase hex
+    characters: a record a provider stores can never name a path outside its workspace.
     """
 
-    workspace_id: str
-    agent_id: str = ""
-    crew_id: str = ""
-    label: str
-    category: str
-    pattern: str
-    sha256: str
-    content: str
-    created_at: _dt.datetime = field(factory=lambda: _dt.datetime.now(_dt.timezone.utc))
+    workspace_id: str = field(validator=_identifier(True))
+    agent_id: str = field(default="", validator=_identifier(False))
+    crew_id: str = field(default="", validator=_identifier(False))
+    label: str = field(validator=_label)
+    category: str = field(validator=_text)
+    pattern: str = field(validator=_text)
+    sha256: str = field(validator=_sha256)
+    content: str = field(validator=_text)
+    created_at: _dt.datetime = field(factory=lambda: _dt.datetime.now(_dt.timezone.utc), validator=_aware_time)
     #: The data subject the rejected write named, so erasure by subject removes the copy too (P24).
-    data_subject_id: str = ""
+    data_subject_id: str = field(default="", validator=_identifier(False))
 
 
 @frozen(kw_only=True)

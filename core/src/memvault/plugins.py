@@ -11,7 +11,9 @@ deny lists never hide them.
 
 A plugin that fails to import, whose hooks do not match a spec, or whose
 registration raises is recorded in :attr:`Registry.failures` with its name and
-cause (and logged); the other plugins still load (contract D2).
+cause (and logged); the other plugins still load (contract D2). Registration is
+all or nothing per plugin: a failure withdraws every provider, scanner and hook
+of that plugin, and it is listed in ``failures`` only, never in ``loaded``.
 """
 
 from __future__ import annotations
@@ -194,89 +196,86 @@ class Registry:
             self.manager.unregister(plugin)
             self._fail(name, dist, f"it implements an unknown hook (misspelt?): {exc}", exc)
             return
-        impl = next(
-            (i for i in self.manager.hook.memvault_register_providers.get_hookimpls() if i.plugin is plugin),
-            None,
-        )
-        if impl is not None:
-            staged: dict[str, ProviderInfo] = {}
+        # All or nothing (D2): providers and scanners are staged, and only a plugin
+        # whose every registration succeeded is added; a failure withdraws it whole.
+        staged: dict[str, ProviderInfo] = {}
+        staged_scanners: dict[str, tuple[str, Callable[[], object]]] = {}
 
-            def register(
-                pname: str,
-                factory: Callable[..., object],
-                *,
-                capabilities: Iterable[str] = (),
-                scratch: ScratchSettings | None = None,
-                description: str = "",
-            ) -> None:
-                if not isinstance(pname, str) or not _PROVIDER_NAME.fullmatch(pname):
-                    raise PluginError(
-                        f"plugin {name!r} registered provider name {pname!r}: names are "
-                        "lowercase letters, digits, '-' and '_', starting with a letter"
-                    )
-                if not callable(factory):
-                    raise PluginError(f"plugin {name!r} registered a provider {pname!r} whose factory is not callable")
-                taken = sorted(RESERVED_SETTINGS & set(_accepted_parameters(factory)[0]))
-                if taken:
-                    raise PluginError(
-                        f"plugin {name!r} registered provider {pname!r} whose factory takes setting {taken[0]!r}, "
-                        f"a name memvault.open keeps for itself ({', '.join(sorted(RESERVED_SETTINGS))}): "
-                        "rename that setting"
-                    )
-                caps = frozenset(capabilities)
-                unknown = caps - Capability.ALL
-                if unknown:
-                    raise PluginError(
-                        f"plugin {name!r} declared unknown capabilities {sorted(unknown)} for provider "
-                        f"{pname!r}; known: {sorted(Capability.ALL)}"
-                    )
-                if pname in staged:
-                    raise PluginError(f"plugin {name!r} registered provider {pname!r} twice")
-                staged[pname] = ProviderInfo(
-                    name=pname,
-                    factory=factory,
-                    plugin=name,
-                    distribution=dist,
-                    version=version,
-                    capabilities=caps,
-                    scratch=scratch,
-                    description=description,
+        def register(
+            pname: str,
+            factory: Callable[..., object],
+            *,
+            capabilities: Iterable[str] = (),
+            scratch: ScratchSettings | None = None,
+            description: str = "",
+        ) -> None:
+            if not isinstance(pname, str) or not _PROVIDER_NAME.fullmatch(pname):
+                raise PluginError(
+                    f"plugin {name!r} registered provider name {pname!r}: names are "
+                    "lowercase letters, digits, '-' and '_', starting with a letter"
                 )
+            if not callable(factory):
+                raise PluginError(f"plugin {name!r} registered a provider {pname!r} whose factory is not callable")
+            taken = sorted(RESERVED_SETTINGS & set(_accepted_parameters(factory)[0]))
+            if taken:
+                raise PluginError(
+                    f"plugin {name!r} registered provider {pname!r} whose factory takes setting {taken[0]!r}, "
+                    f"a name memvault.open keeps for itself ({', '.join(sorted(RESERVED_SETTINGS))}): "
+                    "rename that setting"
+                )
+            caps = frozenset(capabilities)
+            unknown = caps - Capability.ALL
+            if unknown:
+                raise PluginError(
+                    f"plugin {name!r} declared unknown capabilities {sorted(unknown)} for provider "
+                    f"{pname!r}; known: {sorted(Capability.ALL)}"
+                )
+            if pname in staged:
+                raise PluginError(f"plugin {name!r} registered provider {pname!r} twice")
+            staged[pname] = ProviderInfo(
+                name=pname,
+                factory=factory,
+                plugin=name,
+                distribution=dist,
+                version=version,
+                capabilities=caps,
+                scratch=scratch,
+                description=description,
+            )
 
+        def register_scanner(sname: str, factory: Callable[[], object]) -> None:
+            if not isinstance(sname, str) or sname in ("off",) or not _PROVIDER_NAME.fullmatch(sname):
+                raise PluginError(f"plugin {name!r} registered an invalid scanner name {sname!r}")
+            if sname in self.scanners or sname in staged_scanners:
+                owner = self.scanners[sname][0] if sname in self.scanners else name
+                raise PluginError(f"scanner {sname!r} is registered by both plugins {owner!r} and {name!r}")
+            if not callable(factory):
+                raise PluginError(f"plugin {name!r} registered a scanner {sname!r} whose factory is not callable")
+            staged_scanners[sname] = (name, factory)
+
+        for hook, callback in (
+            (self.manager.hook.memvault_register_providers, register),
+            (self.manager.hook.memvault_register_scanners, register_scanner),
+        ):
+            impl = next((i for i in hook.get_hookimpls() if i.plugin is plugin), None)
+            if impl is None:
+                continue
             try:
-                impl.function(register=register)
+                impl.function(register=callback)
             except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
                 self.manager.unregister(plugin)
-                self._fail(name, dist, f"memvault_register_providers raised {type(exc).__name__}: {exc}", exc)
+                self._fail(name, dist, f"{hook.name} raised {type(exc).__name__}: {exc}", exc)
                 return
-            for pname, info in staged.items():
-                if pname in self.conflicts:
-                    self.conflicts[pname].append(name)
-                elif pname in self.providers:
-                    first = self.providers.pop(pname)
-                    self.conflicts[pname] = [first.plugin, name]
-                    log.error("provider %r is registered by both %r and %r", pname, first.plugin, name)
-                else:
-                    self.providers[pname] = info
-        scan_impl = next(
-            (i for i in self.manager.hook.memvault_register_scanners.get_hookimpls() if i.plugin is plugin),
-            None,
-        )
-        if scan_impl is not None:
-
-            def register_scanner(sname: str, factory: Callable[[], object]) -> None:
-                if sname in ("off",) or not _PROVIDER_NAME.fullmatch(sname):
-                    raise PluginError(f"plugin {name!r} registered an invalid scanner name {sname!r}")
-                if sname in self.scanners:
-                    raise PluginError(
-                        f"scanner {sname!r} is registered by both plugins {self.scanners[sname][0]!r} and {name!r}"
-                    )
-                self.scanners[sname] = (name, factory)
-
-            try:
-                scan_impl.function(register=register_scanner)
-            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
-                self._fail(name, dist, f"memvault_register_scanners raised {type(exc).__name__}: {exc}", exc)
+        for pname, info in staged.items():
+            if pname in self.conflicts:
+                self.conflicts[pname].append(name)
+            elif pname in self.providers:
+                first = self.providers.pop(pname)
+                self.conflicts[pname] = [first.plugin, name]
+                log.error("provider %r is registered by both %r and %r", pname, first.plugin, name)
+            else:
+                self.providers[pname] = info
+        self.scanners.update(staged_scanners)
         self.loaded.append((name, dist, version))
 
     def names(self) -> list[str]:

@@ -8,6 +8,7 @@ a validator's own ``InvalidRequest`` passes through unchanged.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any, Final, TypeVar
 
 import cattrs
@@ -25,12 +26,23 @@ converter: Final = cattrs.Converter(forbid_extra_keys=True, prefer_attrib_conver
 converter.register_unstructure_hook(_dt.datetime, lambda value: value.isoformat())
 
 
+_RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})?", re.ASCII)
+
+
 def _structure_datetime(value: object, _: type) -> _dt.datetime:
     if isinstance(value, _dt.datetime):
         return value
     if not isinstance(value, str):
         raise ValueError(f"expected an RFC 3339 timestamp string, got {type(value).__name__}")
-    return _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    # RFC 3339 allows any number of fraction digits, 'Z' and lowercase 't'/'z'; Python 3.10's
+    # fromisoformat takes none of these, so normalise first (microseconds: 6 digits, truncated).
+    match = _RFC3339.fullmatch(value)
+    if match is None:
+        return _dt.datetime.fromisoformat(value)
+    date, time, fraction, offset = match.groups()
+    micro = f".{(fraction or '')[:6]:0<6}" if fraction else ""
+    zone = "+00:00" if offset in ("Z", "z") else (offset or "")
+    return _dt.datetime.fromisoformat(f"{date}T{time}{micro}{zone}")
 
 
 converter.register_structure_hook(_dt.datetime, _structure_datetime)

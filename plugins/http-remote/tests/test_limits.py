@@ -108,9 +108,9 @@ def test_provider_slower_than_the_request_timeout_is_504_upstream_timeout() -> N
     assert response.json()["error"]["type"] == "UpstreamTimeout"
 
 
-def test_body_trickling_past_the_request_timeout_is_408() -> None:
+def test_body_trickling_past_the_body_timeout_is_408() -> None:
     """A slow client cannot hold a concurrency slot forever by sending its body slowly."""
-    app = _app(request_timeout=0.3)
+    app = _app(body_timeout=0.3)
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:

@@ -16,25 +16,37 @@ Routes (all under ``/v1``; bodies and results are the :mod:`memvault.wire` shape
 ``/v1/openapi.json``       GET     the OpenAPI 3.1 document
 =========================  ======  =====================================================
 
-Order of checks on a verb: concurrency bound (503), bearer token (401), body
-size while streaming (413) and its arrival time (408), JSON shape (400), the token's workspace binding
-(403, before the store is touched, so the answer never depends on whether the
-workspace exists), the core's validation (400), then the provider under the
-per-request timeout (504).
+Order of checks on a verb: concurrency bounds (503: the service's total, then
+the caller's own: per token, per peer without tokens, or the shared bound of
+clients without a valid token), bearer token (401), body size while streaming
+(413) and its arrival time (408, ``body_timeout``), JSON shape and text (400: a
+number too long to convert or a lone surrogate is malformed input too), the
+token's workspace binding (403, before the store is touched, so the answer never
+depends on whether the workspace exists), the core's validation (400), then the
+provider under the per-request timeout (504).
+
+``GET /v1/health`` never waits behind those bounds: it answers from a probe of
+the provider that runs at most once per ``health_interval`` in its own thread,
+so a flood of health checks costs the store one probe per interval, and a busy
+service still reports the store's real state. Unknown paths (404), wrong
+methods (405) and malformed HTTP (400) answer with the same typed error body.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 import anyio
 import anyio.to_thread
-from attrs import frozen
+from attrs import field, frozen
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -43,11 +55,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memvault.errors import InvalidRequest, MemvaultError, Unauthorized, UpstreamError, UpstreamTimeout
 from memvault.models import (
     ForgetRequest,
+    HealthStatus,
     ListDocumentsRequest,
     QuarantineRecord,
     ReadRequest,
     RecallRequest,
     RetainRequest,
+    validate_identifier,
+    validate_sha256,
 )
 from memvault.vault import Vault
 from memvault.wire import structure, unstructure
@@ -77,15 +92,111 @@ def _error_response(status: int, error: MemvaultError, headers: dict[str, str] |
     return JSONResponse(encode_error(error), status_code=status, headers=headers)
 
 
+def _workspace(instance: object, attribute: Any, value: Any) -> None:
+    validate_identifier(value, attribute.name)
+
+
+def _digest(instance: object, attribute: Any, value: Any) -> None:
+    validate_sha256(value, attribute.name)
+
+
 @frozen(kw_only=True)
 class _QuarantineList:
-    workspace_id: str
+    workspace_id: str = field(validator=_workspace)
 
 
 @frozen(kw_only=True)
 class _QuarantineGet:
-    workspace_id: str
-    sha256: str
+    workspace_id: str = field(validator=_workspace)
+    sha256: str = field(validator=_digest)
+
+
+def _check_text(data: object) -> None:
+    """400 for a lone surrogate anywhere in the body: JSON may escape one, no store can hold it.
+
+    Iterative, so a body nested as deeply as the JSON parser allows cannot exhaust the stack.
+    """
+    pending: list[tuple[object, str]] = [(data, "")]
+    while pending:
+        value, path = pending.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _HttpError(
+                    400,
+                    InvalidRequest(
+                        f"{path or 'a key'} is not valid UTF-8 (it holds a lone surrogate such as \\ud800): "
+                        "send real text",
+                        field=path,
+                    ),
+                ) from None
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                pending.append((key, path))
+                pending.append((item, f"{path}.{key}" if path else str(key)))
+        elif isinstance(value, list):
+            pending.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
+
+
+class _HealthCache:
+    """The provider's health, probed at most once per ``interval`` in a thread of its own.
+
+    Every caller within the interval gets the same answer; a stale answer starts
+    one probe (never two at once) and waits for it briefly. While a probe is slow,
+    callers get the previous answer until the probe has run for ``timeout``
+    seconds, then ``ok: false`` saying the probe does not answer.
+    """
+
+    #: How long a request waits for a fresh probe when a previous answer exists.
+    WAIT: Final = 0.5
+
+    def __init__(self, probe: Callable[[], HealthStatus], interval: float, timeout: float) -> None:
+        self.probe = probe
+        self.interval = interval
+        self.timeout = timeout
+        self.status: HealthStatus | None = None
+        self.at = -math.inf
+        self.running: asyncio.Future[HealthStatus] | None = None
+        self.started = 0.0
+
+    def _run(self) -> HealthStatus:
+        try:
+            status = self.probe()
+        except Exception as exc:  # a probe that raises is an unhealthy store
+            log.error("health probe failed: %s", exc, exc_info=exc)
+            return HealthStatus(ok=False, message=f"the provider's health probe failed: {type(exc).__name__}")
+        if not isinstance(status, HealthStatus):
+            return HealthStatus(ok=False, message="the provider's health probe returned no status")
+        return status
+
+    def _done(self, future: asyncio.Future[HealthStatus]) -> None:
+        self.running = None
+        if not future.cancelled() and future.exception() is None:
+            self.status = future.result()
+            self.at = time.monotonic()
+
+    async def get(self) -> HealthStatus:
+        now = time.monotonic()
+        if self.status is not None and now - self.at < self.interval:
+            return self.status
+        if self.running is None:
+            self.started = now
+            self.running = asyncio.get_running_loop().run_in_executor(None, self._run)
+            self.running.add_done_callback(self._done)
+        wait = self.WAIT if self.status is not None else self.timeout
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.running), timeout=wait)
+        except asyncio.TimeoutError:
+            pass
+        running_for = time.monotonic() - self.started
+        if self.status is not None and running_for < self.timeout:
+            return self.status
+        return HealthStatus(
+            ok=False,
+            message=f"the provider's health probe has not answered for {running_for:.1f} s: "
+            "the store is hanging or overloaded; check the service log",
+        )
 
 
 class _Service:
@@ -96,6 +207,12 @@ class _Service:
         # Threads, not the event loop, run the (synchronous) provider; bounded
         # like the requests so a flood cannot spawn unbounded threads.
         self.limiter = anyio.CapacityLimiter(settings.max_concurrent)
+        # The provider's hook itself, under the service's own deadline (health_timeout): the
+        # vault's in-process deadline (0.2 s) would read a busy process as a failing store.
+        self.health_next = 0.0
+        self.health_cache = _HealthCache(
+            vault.plugin_manager.hook.memvault_health, settings.health_interval, settings.health_timeout
+        )
 
     # -- checks ----------------------------------------------------------------
 
@@ -133,13 +250,15 @@ class _Service:
             ),
         )
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cap:
+        # (h11 has already refused a negative or non-numeric length with a typed 400.)
+        digits = declared if declared is not None and declared.isascii() and declared.isdigit() else ""
+        if digits and (len(digits.lstrip("0")) > len(str(cap)) or int(digits) > cap):
             raise too_large
         chunks: list[bytes] = []
         size = 0
-        timeout = self.settings.request_timeout
+        timeout = self.settings.body_timeout
         try:
-            # A body trickling in must not hold a concurrency slot forever.
+            # A body trickling in (or stalled) must not hold a concurrency slot for long.
             with anyio.fail_after(timeout):
                 async for chunk in request.stream():
                     size += len(chunk)
@@ -149,12 +268,20 @@ class _Service:
         except TimeoutError:
             raise _HttpError(
                 408,
-                InvalidRequest(f"the request body did not arrive within {timeout:g} s: send it at once", field="body"),
+                InvalidRequest(
+                    f"the request body did not arrive within {timeout:g} s (server.body_timeout): send it at once",
+                    field="body",
+                ),
+                {"Connection": "close"},
             ) from None
         try:
             data = json.loads(b"".join(chunks))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise _HttpError(400, InvalidRequest(f"request body is not valid JSON: {exc}", field="body")) from None
+        except RecursionError:
+            raise _HttpError(400, InvalidRequest("request body is nested too deeply", field="body")) from None
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and ints over 4300 digits
+            reason = str(exc)[:200]
+            raise _HttpError(400, InvalidRequest(f"request body is not valid JSON: {reason}", field="body")) from None
+        _check_text(data)
         if not isinstance(data, dict):
             raise _HttpError(
                 400,
@@ -207,8 +334,23 @@ class _Service:
     async def health(self, request: Request) -> Response:
         if self.tokens and request.headers.get("authorization"):
             self.authenticate(request)  # a presented token must be valid; none is fine
-        status = await anyio.to_thread.run_sync(self.vault.health, limiter=self.limiter)
-        return JSONResponse(unstructure(status))
+        await self.pace_health()
+        return JSONResponse(unstructure(await self.health_cache.get()))
+
+    async def pace_health(self) -> None:
+        """Space health answers to at most ``health_rate`` a second, by waiting (never refusing).
+
+        The answer changes once per ``health_interval``; a client asking faster only burns the
+        event loop other tenants need. A waiting request costs no CPU, so a flood of clients
+        that wait for their answers is slowed down. No request waits longer than
+        ``_HEALTH_MAX_WAIT``: a load balancer's probe is answered within it, flood or not
+        (and within the 1 s health deadline of the http-remote client).
+        """
+        now = time.monotonic()
+        slot = min(max(now, self.health_next), now + _HEALTH_MAX_WAIT)
+        self.health_next = slot + 1.0 / self.settings.health_rate
+        if slot > now:
+            await anyio.sleep(slot - now)
 
     async def capabilities(self, request: Request) -> Response:
         self.authenticate(request)
@@ -285,13 +427,45 @@ def _guard(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Reque
     return guarded
 
 
-class _Gate:
-    """Outermost ASGI layer: the concurrency bound (503) and one log line per request."""
+#: The longest a health request waits for its turn under ``health_rate`` (seconds).
+_HEALTH_MAX_WAIT: Final = 0.25
 
-    def __init__(self, app: ASGIApp, max_concurrent: int) -> None:
+#: Routes that never wait behind (nor count against) the request bounds.
+_UNBOUNDED: Final = frozenset({f"{API_PREFIX}/health"})
+
+
+class _Gate:
+    """Outermost ASGI layer: the concurrency bounds (503) and one log line per request.
+
+    Three bounds apply to every request but health: the service's total
+    (``max_concurrent``), the caller's own (``max_per_token`` per token, or per
+    peer address when the service runs without tokens), and one shared bound for
+    every request without a valid token (``max_unauthenticated``). So one token
+    holder with stalled uploads cannot take the slots other tenants need.
+    """
+
+    def __init__(self, app: ASGIApp, settings: ServerSettings, tokens: TokenStore) -> None:
         self.app = app
-        self.max_concurrent = max_concurrent
+        self.settings = settings
+        self.tokens = tokens
         self.in_flight = 0
+        self.per_client: dict[str, int] = {}
+
+    def _client(self, scope: Scope) -> tuple[str, int, str]:
+        """The caller's key, its bound, and the setting that holds the bound."""
+        if not self.tokens:
+            client = scope.get("client")
+            return f"peer:{client[0] if client else '-'}", self.settings.max_per_token, "max_per_token"
+        header = ""
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+                break
+        scheme, _, token = header.partition(" ")
+        entry = self.tokens.lookup(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if entry is None:
+            return "anonymous", self.settings.max_unauthenticated, "max_unauthenticated"
+        return f"token:{entry.sha256}", self.settings.max_per_token, "max_per_token"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -307,21 +481,37 @@ class _Gate:
             await send(message)
 
         try:
-            if self.in_flight >= self.max_concurrent:
-                response = _error_response(
-                    503,
-                    UpstreamError(
-                        f"the service is at its limit of {self.max_concurrent} concurrent requests: retry shortly"
-                    ),
-                    {"Retry-After": "1"},
+            if scope.get("path") in _UNBOUNDED:
+                await self.app(scope, receive, send_logged)
+                return
+            key, bound, setting = self._client(scope)
+            refusal = ""
+            if self.in_flight >= self.settings.max_concurrent:
+                refusal = (
+                    f"the service is at its limit of {self.settings.max_concurrent} concurrent requests "
+                    "(server.max_concurrent): retry shortly"
                 )
+            elif self.per_client.get(key, 0) >= bound:
+                who = "requests without a valid token" if key == "anonymous" else "this client"
+                refusal = (
+                    f"{who} already have {bound} requests in flight (server.{setting}): "
+                    "wait for them to finish, then retry"
+                )
+            if refusal:
+                response = _error_response(503, UpstreamError(refusal), {"Retry-After": "1"})
                 await response(scope, receive, send_logged)
                 return
             self.in_flight += 1
+            self.per_client[key] = self.per_client.get(key, 0) + 1
             try:
                 await self.app(scope, receive, send_logged)
             finally:
                 self.in_flight -= 1
+                left = self.per_client[key] - 1
+                if left:
+                    self.per_client[key] = left
+                else:
+                    del self.per_client[key]
         finally:
             client = scope.get("client")
             peer = f"{client[0]}:{client[1]}" if client else "-"
@@ -335,6 +525,19 @@ class _Gate:
                 (time.perf_counter() - started) * 1000,
                 token,
             )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """404, 405 and other routing answers, with the typed error body."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        message = f"no route {request.url.path}: the service's routes are listed at {API_PREFIX}/openapi.json"
+    elif exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        message = f"{request.method} is not allowed on {request.url.path}: use {allowed or 'another method'}"
+    else:
+        message = f"{exc.detail}"
+    return _error_response(exc.status_code, InvalidRequest(message), dict(exc.headers or {}))
 
 
 def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: TokenStore | None = None) -> ASGIApp:
@@ -359,5 +562,5 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
         Route(f"{API_PREFIX}/quarantine/get", _guard(service.quarantine_get), methods=["POST"]),
         Route(f"{API_PREFIX}/openapi.json", _guard(service.openapi), methods=["GET"]),
     ]
-    app = Starlette(routes=routes)
-    return _Gate(app, settings.max_concurrent)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return _Gate(app, settings, service.tokens)

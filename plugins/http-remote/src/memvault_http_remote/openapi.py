@@ -7,16 +7,91 @@ from :mod:`memvault.wire`); a test validates real responses against it.
 from __future__ import annotations
 
 import copy
+import typing
 from typing import Any, Final
 
-from memvault.models import MAX_RECALL_LIMIT, MAX_SNIPPET_CHARS, Tier
+from memvault.models import MAX_QUERY_BYTES, MAX_QUERY_TERMS, MAX_RECALL_LIMIT, MAX_SNIPPET_CHARS, Tier
+from memvault_http_remote.errorwire import SERVICE_ERROR, WIRE_TYPES, wire_fields
 
 __all__ = ["openapi_document"]
 
-_ID: Final = {"type": "string", "maxLength": 128, "description": "1-128 of [A-Za-z0-9._:@-], not starting with '.'"}
-_OPT_ID: Final = {"type": "string", "maxLength": 128, "description": "an identifier, or empty"}
+# The rules of contract P3 as JSON Schema patterns (ECMA-262 and Python alike; no
+# lookaround): characters of [A-Za-z0-9._:@-], not starting with '.', never "..".
+# A test checks them against the core's own validation.
+_SEGMENTS: Final = r"[A-Za-z0-9_:@-]+(\.[A-Za-z0-9_:@-]+)*\.?"
+_ID_PATTERN: Final = f"^{_SEGMENTS}$"
+_ID: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 128,
+    "pattern": _ID_PATTERN,
+    "description": "1-128 of [A-Za-z0-9._:@-], not starting with '.', without '..' (contract P3)",
+}
+_OPT_ID: Final = {**_ID, "minLength": 0, "pattern": f"^({_SEGMENTS})?$", "description": "an identifier, or empty"}
+# A real calendar date, years 0001-9999 (what datetime.date accepts).
+_MONTH_DAY: Final = (
+    r"((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
+)
+_YEAR: Final = r"([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+_LEAP_YEAR: Final = r"([0-9]{2}(0[48]|[2468][048]|[13579][26])|([2468][048]|[13579][26]|0[48])00)"
+_DATE: Final = f"({_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+_DAILY_KEY: Final = {
+    "type": "string",
+    "pattern": f"^({_DATE})?$",
+    "description": "YYYY-MM-DD, a real date; empty for today's UTC date",
+}
+_PEER_KEY: Final = {**_ID, "description": "the peer's slug (an identifier)"}
+_ANY_KEY: Final = {"type": "string", "description": "ignored for this tier"}
 _TIERS: Final = [t.value for t in Tier]
+_AGENT_TIERS: Final = [t.value for t in Tier if t.is_agent_tier]
+_PLAIN_AGENT_TIERS: Final = [t for t in _AGENT_TIERS if t not in (Tier.DAILY.value, Tier.PEERS.value)]
 _TIME: Final = {"type": "string", "format": "date-time"}
+# "A non-space character" as the core means it (str.strip / str.isspace), spelled out:
+# \S differs between Python and ECMA-262 readings.
+_NON_SPACE: Final = "[^" + "".join(f"\\u{i:04x}" for i in range(0x3001) if chr(i).isspace()) + "]"
+_DIGEST: Final = {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "hex sha256 (64 lowercase)"}
+_TEXT: Final = {"type": "string", "description": "text (JSON may not carry lone surrogates)"}
+_LABEL: Final = {
+    "type": "string",
+    "anyOf": [
+        {"enum": ["AGENT.md", "CREW.md", "PERSONA.md", "pins.md", "lessons.md"]},
+        {"pattern": f"^daily/{_DATE}\\.md$"},
+        {"pattern": f"^peers/{_SEGMENTS}\\.md$", "maxLength": len("peers/.md") + 128},
+    ],
+    "description": "a document label (contract P4)",
+}
+
+
+def _addressed(tiers: list[str], extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The variants of a request naming one document: tier, partition owner and key rules (P4, P7)."""
+    agent = [t for t in tiers if t in _PLAIN_AGENT_TIERS]
+    variants: list[dict[str, Any]] = []
+    if agent:
+        variants.append(
+            {"properties": {"tier": {"enum": agent}, "agent_id": _ID, "key": _ANY_KEY}, "required": ["agent_id"]}
+        )
+    if Tier.DAILY.value in tiers:
+        variants.append(
+            {
+                "properties": {"tier": {"const": Tier.DAILY.value}, "agent_id": _ID, "key": _DAILY_KEY},
+                "required": ["agent_id"],
+            }
+        )
+    if Tier.PEERS.value in tiers:
+        variants.append(
+            {
+                "properties": {"tier": {"const": Tier.PEERS.value}, "agent_id": _ID, "key": _PEER_KEY},
+                "required": ["agent_id", "key"],
+            }
+        )
+    if Tier.CREW.value in tiers:
+        variants.append(
+            {
+                "properties": {"tier": {"const": Tier.CREW.value}, "crew_id": _ID, "key": _ANY_KEY},
+                "required": ["crew_id"],
+            }
+        )
+    return variants
 
 
 def _obj(properties: dict[str, Any], required: list[str], description: str = "") -> dict[str, Any]:
@@ -31,37 +106,91 @@ def _obj(properties: dict[str, Any], required: list[str], description: str = "")
     return schema
 
 
-_SCHEMAS: Final[dict[str, Any]] = {
-    "RetainRequest": _obj(
-        {
-            "workspace_id": _ID,
-            "agent_id": _OPT_ID,
-            "crew_id": _OPT_ID,
-            "tier": {"type": "string", "enum": _TIERS},
-            "key": {"type": "string", "description": "daily: YYYY-MM-DD or empty for today; peers: the slug"},
-            "content": {"type": "string", "minLength": 1},
-            "mode": {"type": "string", "enum": ["replace", "append"]},
-            "data_subject_id": _OPT_ID,
+def _json_type(hint: Any) -> dict[str, Any]:
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer"}
+    if typing.get_origin(hint) is list:
+        return {"type": "array", "items": {"type": "string"}}
+    return {"type": "string"}
+
+
+def _error_schema() -> dict[str, Any]:
+    """The error body, derived from the codec: every class and every attribute it carries."""
+    properties: dict[str, Any] = {
+        "type": {
+            "type": "string",
+            "enum": [*WIRE_TYPES, SERVICE_ERROR],
+            "description": "the memvault.errors class the service or its provider raised",
         },
-        ["workspace_id", "tier", "content", "mode"],
-        "Store content in one document (contract P5-P13).",
-    ),
+        "message": {"type": "string", "description": "what was wrong and how to fix it"},
+    }
+    for cls in WIRE_TYPES.values():
+        fields = wire_fields(cls)
+        hints = typing.get_type_hints(cls.__init__) if fields else {}
+        for name in fields:
+            entry = properties.setdefault(name, {**_json_type(hints.get(name)), "description": ""})
+            entry["description"] = ", ".join(filter(None, [entry["description"], cls.__name__]))
+    body = {"type": "object", "properties": properties, "required": ["type", "message"], "additionalProperties": False}
+    return _obj({"error": body}, ["error"], "Every non-2xx answer of the service.")
+
+
+_SCHEMAS: Final[dict[str, Any]] = {
+    "RetainRequest": {
+        **_obj(
+            {
+                "workspace_id": _ID,
+                "agent_id": _OPT_ID,
+                "crew_id": _OPT_ID,
+                "tier": {"type": "string", "enum": [t for t in _TIERS if t != Tier.LESSONS.value]},
+                "key": {"type": "string", "description": "daily: YYYY-MM-DD or empty for today; peers: the slug"},
+                "content": {**_TEXT, "minLength": 1},
+                "mode": {"type": "string", "enum": ["replace", "append"]},
+                "data_subject_id": _OPT_ID,
+            },
+            ["workspace_id", "tier", "content", "mode"],
+            "Store content in one document (contract P5-P13). The lessons tier is read-only here.",
+        ),
+        "oneOf": _addressed([t for t in _TIERS if t != Tier.LESSONS.value]),
+    },
     "RetainResult": _obj(
         {"id": {"type": "string"}, "bytes": {"type": "integer", "minimum": 0}, "warning": {"type": "string"}},
         ["id", "bytes", "warning"],
     ),
-    "RecallRequest": _obj(
-        {
-            "workspace_id": _ID,
-            "agent_id": _OPT_ID,
-            "crew_id": _OPT_ID,
-            "query": {"type": "string", "minLength": 1},
-            "tier": {"oneOf": [{"type": "string", "enum": _TIERS}, {"type": "null"}]},
-            "limit": {"type": "integer", "description": f"advisory: <= 0 or > {MAX_RECALL_LIMIT} means 20"},
-        },
-        ["workspace_id", "query"],
-        "Search the caller's partitions line by line (contract P14-P20).",
-    ),
+    "RecallRequest": {
+        **_obj(
+            {
+                "workspace_id": _ID,
+                "agent_id": _OPT_ID,
+                "crew_id": _OPT_ID,
+                "query": {
+                    **_TEXT,
+                    "minLength": 1,
+                    "maxLength": MAX_QUERY_BYTES,
+                    "pattern": _NON_SPACE,
+                    "description": f"what to look for: a non-space character, at most {MAX_QUERY_BYTES} UTF-8 "
+                    f"bytes and {MAX_QUERY_TERMS} distinct search terms (contract P14; maxLength counts "
+                    "characters, the service counts bytes and terms too)",
+                },
+                "tier": {"enum": [*_TIERS, "", None], "description": "null or empty: every tier the caller can read"},
+                "limit": {"type": "integer", "description": f"advisory: <= 0 or > {MAX_RECALL_LIMIT} means 20"},
+            },
+            ["workspace_id", "query"],
+            "Search the caller's partitions line by line (contract P14-P20).",
+        ),
+        "anyOf": [
+            {
+                "properties": {"tier": {"enum": ["", None]}},
+                "anyOf": [
+                    {"properties": {"agent_id": _ID}, "required": ["agent_id"]},
+                    {"properties": {"crew_id": _ID}, "required": ["crew_id"]},
+                ],
+            },
+            {"properties": {"tier": {"enum": _AGENT_TIERS}, "agent_id": _ID}, "required": ["tier", "agent_id"]},
+            {"properties": {"tier": {"const": Tier.CREW.value}, "crew_id": _ID}, "required": ["tier", "crew_id"]},
+        ],
+    },
     "RecallSnippet": _obj(
         {
             "source": {"type": "string"},
@@ -83,17 +212,20 @@ _SCHEMAS: Final[dict[str, Any]] = {
         },
         ["hits", "quarantined"],
     ),
-    "ReadRequest": _obj(
-        {
-            "workspace_id": _ID,
-            "agent_id": _OPT_ID,
-            "crew_id": _OPT_ID,
-            "tier": {"type": "string", "enum": _TIERS},
-            "key": {"type": "string"},
-        },
-        ["workspace_id", "tier"],
-        "Read one whole document (contract P21).",
-    ),
+    "ReadRequest": {
+        **_obj(
+            {
+                "workspace_id": _ID,
+                "agent_id": _OPT_ID,
+                "crew_id": _OPT_ID,
+                "tier": {"type": "string", "enum": _TIERS},
+                "key": {"type": "string", "description": "daily: YYYY-MM-DD or empty for today; peers: the slug"},
+            },
+            ["workspace_id", "tier"],
+            "Read one whole document (contract P21).",
+        ),
+        "oneOf": _addressed(_TIERS),
+    },
     "Quarantine": _obj(
         {"category": {"type": "string"}, "pattern": {"type": "string"}, "sha256": {"type": "string"}},
         ["category", "pattern", "sha256"],
@@ -106,17 +238,34 @@ _SCHEMAS: Final[dict[str, Any]] = {
         },
         ["id", "content", "quarantine"],
     ),
-    "ForgetRequest": _obj(
-        {
-            "workspace_id": _ID,
-            "agent_id": _OPT_ID,
-            "crew_id": _OPT_ID,
-            "id": {"type": "string", "description": "a document label (AGENT.md, daily/2026-01-31.md, ...)"},
-            "data_subject_id": _OPT_ID,
-        },
-        ["workspace_id"],
-        "Remove a document by label, or every document of a data subject (P22-P24).",
-    ),
+    "ForgetRequest": {
+        **_obj(
+            {
+                "workspace_id": _ID,
+                "agent_id": _OPT_ID,
+                "crew_id": _OPT_ID,
+                "id": {"type": "string", "description": "a document label (AGENT.md, daily/2026-01-31.md, ...)"},
+                "data_subject_id": _OPT_ID,
+            },
+            ["workspace_id"],
+            "Remove a document by label, or every document of a data subject (P22-P24): exactly one of the two.",
+        ),
+        "oneOf": [
+            {
+                "properties": {"id": {"const": "CREW.md"}, "crew_id": _ID, "data_subject_id": {"const": ""}},
+                "required": ["id", "crew_id"],
+            },
+            {
+                "properties": {
+                    "id": {**_LABEL, "not": {"const": "CREW.md"}},
+                    "agent_id": _ID,
+                    "data_subject_id": {"const": ""},
+                },
+                "required": ["id", "agent_id"],
+            },
+            {"properties": {"id": {"const": ""}, "data_subject_id": _ID}, "required": ["data_subject_id"]},
+        ],
+    },
     "ForgetResult": _obj(
         {
             "removed": {"type": "integer", "minimum": 0},
@@ -149,13 +298,15 @@ _SCHEMAS: Final[dict[str, Any]] = {
     "ListDocumentsRequest": _obj(
         {
             "workspace_id": {
-                "type": "string",
-                "maxLength": 128,
+                **_OPT_ID,
                 "description": "the workspace to list; empty: every workspace (needs a token for '*')",
             },
             "agent_id": _OPT_ID,
             "crew_id": _OPT_ID,
-            "tier": {"oneOf": [{"type": "string", "enum": _TIERS}, {"type": "null"}]},
+            "tier": {
+                "oneOf": [{"type": "string", "enum": ["", *_TIERS]}, {"type": "null"}],
+                "description": "one tier; empty or null: every tier",
+            },
         },
         [],
         "Enumerate stored documents without their bodies (contract P32).",
@@ -166,10 +317,10 @@ _SCHEMAS: Final[dict[str, Any]] = {
             "agent_id": _OPT_ID,
             "crew_id": _OPT_ID,
             "tier": {"type": "string", "enum": _TIERS},
-            "label": {"type": "string"},
+            "label": _LABEL,
             "bytes": {"type": "integer", "minimum": 0},
-            "subjects": {"type": "array", "items": {"type": "string"}},
-            "digest": {"type": "string", "description": "hex sha256 of the body's UTF-8 bytes"},
+            "subjects": {"type": "array", "items": _ID},
+            "digest": {**_DIGEST, "description": "hex sha256 of the body's UTF-8 bytes"},
             "updated_at": {"oneOf": [_TIME, {"type": "null"}]},
         },
         ["workspace_id", "agent_id", "crew_id", "tier", "label", "bytes", "subjects", "digest", "updated_at"],
@@ -184,11 +335,11 @@ _SCHEMAS: Final[dict[str, Any]] = {
             "workspace_id": _ID,
             "agent_id": _OPT_ID,
             "crew_id": _OPT_ID,
-            "label": {"type": "string"},
-            "category": {"type": "string"},
-            "pattern": {"type": "string"},
-            "sha256": {"type": "string"},
-            "content": {"type": "string"},
+            "label": _LABEL,
+            "category": _TEXT,
+            "pattern": _TEXT,
+            "sha256": _DIGEST,
+            "content": _TEXT,
             "created_at": _TIME,
             "data_subject_id": _OPT_ID,
         },
@@ -207,60 +358,25 @@ _SCHEMAS: Final[dict[str, Any]] = {
         },
         ["records"],
     ),
-    "QuarantineGetRequest": _obj({"workspace_id": _ID, "sha256": {"type": "string"}}, ["workspace_id", "sha256"]),
+    "QuarantineGetRequest": _obj({"workspace_id": _ID, "sha256": _DIGEST}, ["workspace_id", "sha256"]),
     "QuarantineGot": _obj(
         {"record": {"oneOf": [{"$ref": "#/components/schemas/QuarantineRecord"}, {"type": "null"}]}},
         ["record"],
     ),
-    "Error": _obj(
-        {
-            "error": {
-                "type": "object",
-                "properties": {
-                    "type": {
-                        "type": "string",
-                        "enum": [
-                            "InvalidRequest",
-                            "CapExceeded",
-                            "ContentRejected",
-                            "NotSupported",
-                            "Unauthorized",
-                            "UpstreamError",
-                            "UpstreamTimeout",
-                            "ServiceError",
-                        ],
-                        "description": "the memvault.errors class the provider raised",
-                    },
-                    "message": {"type": "string"},
-                    "field": {"type": "string", "description": "InvalidRequest: the offending field"},
-                    "tier": {"type": "string", "description": "CapExceeded"},
-                    "cap": {"type": "integer", "description": "CapExceeded"},
-                    "projected": {"type": "integer", "description": "CapExceeded"},
-                    "current": {"type": "integer", "description": "CapExceeded"},
-                    "category": {"type": "string", "description": "ContentRejected"},
-                    "pattern": {"type": "string", "description": "ContentRejected"},
-                    "sha256": {"type": "string", "description": "ContentRejected"},
-                },
-                "required": ["type", "message"],
-                "additionalProperties": False,
-            }
-        },
-        ["error"],
-        "Every non-2xx answer of the service's own routes.",
-    ),
+    "Error": _error_schema(),
 }
 
 _ERROR_TEXT: Final = {
-    "400": "InvalidRequest: bad JSON or a request breaking the contract",
+    "400": "InvalidRequest: bad JSON (lone surrogates, integers over 4300 digits) or a request breaking the contract",
     "401": "Unauthorized: no bearer token, or an unknown one",
     "403": "Unauthorized: the token is not bound to that workspace (existence is never revealed)",
-    "408": "InvalidRequest: the request body did not arrive within the request timeout",
+    "408": "InvalidRequest: the request body did not arrive within the body timeout (server.body_timeout)",
     "409": "CapExceeded: the document would exceed its tier's cap",
     "413": "InvalidRequest: the body is over the service's limit",
     "422": "ContentRejected by the scanner, or NotSupported by the provider",
     "500": "ServiceError/UpstreamError: a bug in the provider or the service",
     "502": "UpstreamError: the provider's storage failed",
-    "503": "UpstreamError: too many concurrent requests; retry shortly",
+    "503": "UpstreamError: too many requests in flight (in total, for this token, or without a token); retry shortly",
     "504": "UpstreamTimeout: the provider did not answer within the request timeout",
 }
 

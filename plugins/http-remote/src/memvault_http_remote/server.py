@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import logging
 import signal
 import socket
@@ -17,10 +18,14 @@ from collections.abc import Iterator
 from typing import Final
 
 import click
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from memvault.errors import InvalidRequest
 from memvault.vault import Vault
 from memvault_http_remote.app import create_app
+from memvault_http_remote.errorwire import encode_error
 from memvault_http_remote.settings import ServerSettings, TokenStore
 
 __all__ = ["is_loopback", "run_server"]
@@ -48,6 +53,35 @@ def configure_logging() -> None:
         log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
+
+
+_MALFORMED: Final = json.dumps(
+    encode_error(
+        InvalidRequest(
+            "the request is not valid HTTP/1.1 (for example a negative, non-numeric or repeated "
+            "Content-Length, or a malformed header line): fix the client or the proxy in front of it",
+            field="headers",
+        )
+    )
+).encode("utf-8")
+
+
+class _TypedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, answering malformed HTTP with the service's typed JSON error body."""
+
+    def send_400_response(self, msg: str) -> None:
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(_MALFORMED)).encode("ascii")),
+            (b"connection", b"close"),
+        ]
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=_MALFORMED),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
 
 
 class _Server(uvicorn.Server):
@@ -97,6 +131,9 @@ def run_server(vault: Vault, settings: ServerSettings, tokens: TokenStore) -> No
         lifespan="off",
         timeout_graceful_shutdown=int(max(1, settings.shutdown_grace)),
         limit_concurrency=None,
+        # h11 always (never httptools, even when installed): malformed HTTP then gets the typed
+        # error body, and the same parser answers in every deployment.
+        http=_TypedH11Protocol,
     )
     server = _Server(config)
     auth = f"{len(tokens.entries)} token(s)" if tokens else "NO AUTH"

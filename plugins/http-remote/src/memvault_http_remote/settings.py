@@ -7,8 +7,14 @@
     port = 8765
     tokens_file = "tokens.toml"       # optional; entries add to the inline ones
     max_body_bytes = 1048576          # 413 above this, checked while the body streams
-    request_timeout = 30.0            # seconds per request; 504 past it
-    max_concurrent = 64               # requests in flight; 503 past it
+    body_timeout = 5.0                # seconds for a whole request body to arrive; 408 past it
+    request_timeout = 30.0            # seconds the provider may take per request; 504 past it
+    max_concurrent = 64               # requests in flight in total; 503 past it
+    max_per_token = 16                # requests in flight per token (per peer without tokens); 503 past it
+    max_unauthenticated = 8           # requests in flight without a valid token; 503 past it
+    health_interval = 1.0             # seconds one health probe answers every /v1/health
+    health_timeout = 5.0              # a probe running longer than this reports ok: false
+    health_rate = 50.0                # health answers per second at most (callers wait their turn, <= 0.25 s)
     shutdown_grace = 30.0             # seconds SIGTERM waits for in-flight requests
 
     [[server.tokens]]
@@ -113,8 +119,14 @@ class ServerSettings:
     tokens_file: str = ""
     tokens: list[TokenEntry] = field(factory=list)
     max_body_bytes: int = field(default=1024 * 1024, validator=_positive)
+    body_timeout: float = field(default=5.0, validator=_positive)
     request_timeout: float = field(default=30.0, validator=_positive)
     max_concurrent: int = field(default=64, validator=_positive)
+    max_per_token: int = field(default=16, validator=_positive)
+    max_unauthenticated: int = field(default=8, validator=_positive)
+    health_interval: float = field(default=1.0, validator=_positive)
+    health_timeout: float = field(default=5.0, validator=_positive)
+    health_rate: float = field(default=50.0, validator=_positive)
     shutdown_grace: float = field(default=30.0, validator=_positive)
 
     @classmethod
