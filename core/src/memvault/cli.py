@@ -55,7 +55,9 @@ class _Context:
         config = load_config(self.config)
         merged: dict[str, Any] = dict(config.providers.get(self.provider, {}))
         merged.update(settings)
-        return open_vault(self.provider, scanner=config.scanner, health_timeout=config.health_timeout, **merged)
+        return open_vault(
+            self.provider, scanner=config.scanner, scan=config.scan, health_timeout=config.health_timeout, **merged
+        )
 
 
 def _fail(exc: MemvaultError) -> None:

@@ -274,6 +274,7 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     *,
     health_timeout: float | None = None,
     scanner: str | None = None,
+    scan: Mapping[str, Any] | None = None,
     plugins: Iterable[object] = (),
     **settings: Any,
 ) -> Vault:
@@ -286,13 +287,18 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         ``"builtin"``, except ``"off"`` for a ``remote`` provider: the service it
         talks to scans every write and read itself, and a client-side scanner
         would fetch each hit's document over the network to scan it again.
+    :param scan: the builtin scanner's policy, as the ``[scan]`` table of ``memvault.toml``
+        (``{"thresholds": {category: number}, "allow": [pattern ids]}``); validated
+        whatever the scanner, applied to ``"builtin"``.
     :param plugins: extra cross-cutting plugins for this vault.
     :param settings: the provider's own settings (``path=...`` for sqlite).
     :raises ProviderNotFound: listing the installed providers.
     :raises InvalidRequest: for a setting the provider does not take.
     """
     from memvault.plugins import coerce_settings, get_registry
+    from memvault.scan import ScanPolicy
 
+    policy = ScanPolicy.from_table(scan)
     info = get_registry().get(name)
     kwargs = coerce_settings(info, settings)
     try:
@@ -303,7 +309,7 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         raise _wrap(exc, name, "open") from exc
     if scanner is None:
         scanner = "off" if Capability.REMOTE in info.capabilities else "builtin"
-    extra = list(_scanner_plugins(scanner)) + list(plugins)
+    extra = list(_scanner_plugins(scanner, policy)) + list(plugins)
     try:
         return Vault(
             provider,
@@ -319,10 +325,14 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         raise
 
 
-def _scanner_plugins(scanner: str) -> Iterable[object]:
+def _scanner_plugins(scanner: str, policy: Any) -> Iterable[object]:
     from memvault.plugins import get_registry
+    from memvault.scan import DEFAULT_POLICY, BuiltinScanner
 
-    return get_registry().scanner(scanner)
+    plugins = get_registry().scanner(scanner)
+    if scanner == "builtin" and policy is not DEFAULT_POLICY:
+        return [BuiltinScanner(policy=policy)]
+    return plugins
 
 
 def open_from_config(path: str | None = None, **overrides: Any) -> Vault:
@@ -337,7 +347,9 @@ def open_from_config(path: str | None = None, **overrides: Any) -> Vault:
     config = load_config(path)
     settings: dict[str, Any] = dict(config.providers.get(config.provider, {}))
     settings.update(overrides)
-    return open(config.provider, scanner=config.scanner, health_timeout=config.health_timeout, **settings)
+    return open(
+        config.provider, scanner=config.scanner, scan=config.scan, health_timeout=config.health_timeout, **settings
+    )
 
 
 def open_async(name: str, /, **kwargs: Any) -> AsyncVault:

@@ -117,7 +117,9 @@ def serve(
             err=True,
         )
     try:
-        vault = open_vault(name, scanner=config.scanner, health_timeout=config.health_timeout, **settings)
+        vault = open_vault(
+            name, scanner=config.scanner, scan=config.scan, health_timeout=config.health_timeout, **settings
+        )
     except MemvaultError as exc:
         _fail(str(exc), 2 if isinstance(exc, InvalidRequest) else 1)
         return
