@@ -210,3 +210,36 @@ def test_locomo_turns_are_rejected_at_most_three_times() -> None:
 def test_corpus_module_documents_its_categories() -> None:
     assert set(scan_corpus.ATTACKS) == set(CATEGORIES)
     assert set(ATTACKS) == set(CATEGORIES)
+
+
+# -- the figures in the docs are the measured ones ---------------------------------------------------
+
+_DETECTION_PAGE = Path(__file__).resolve().parents[2] / "docs" / "operators" / "scanner-detection.md"
+
+
+def _rows(attacks: list[tuple[str, str]], *, same_category: bool) -> list[str]:
+    total: collections.Counter[str] = collections.Counter()
+    caught: collections.Counter[str] = collections.Counter()
+    same: collections.Counter[str] = collections.Counter()
+    for category, text in attacks:
+        finding = scan(text)
+        total[category] += 1
+        caught[category] += finding is not None
+        same[category] += finding is not None and finding.category == category
+    rows = []
+    keys = [c for c in ATTACKS if c in total]
+    for key, t, c, s in [(f"`{k}`", total[k], caught[k], same[k]) for k in keys] + [
+        ("all", sum(total.values()), sum(caught.values()), sum(same.values()))
+    ]:
+        if same_category:
+            rows.append(f"| {key} | {t} | {c} | {c / t:.1%} | {s / t:.1%} |")
+        else:
+            rows.append(f"| {key} | {t} | {c} |")
+    return rows
+
+
+def test_the_detection_page_shows_the_measured_rates() -> None:
+    page = _DETECTION_PAGE.read_text(encoding="utf-8")
+    assert [row for row in _rows(all_attacks(), same_category=True) if row not in page] == []
+    assert [row for row in _rows(scan_corpus.HELD_OUT, same_category=False) if row not in page] == []
+    assert f"**0 of {len(BENIGN)}**" in page

@@ -107,10 +107,12 @@ CACHE_SIZE: Final = 4096
 _MAX_DEPTH: Final = 2
 _MIN_BASE64: Final = 60
 _PRINTABLE_RATIO: Final = 0.85
-#: Weak signals add up only when they are this close (characters of their view).
-COMBINE_WINDOW: Final = 240
-#: A decode hint ("decode", "base64", "hex", "rot13") reaches this far either side.
-_HINT_WINDOW: Final = 240
+#: Weak signals add up only when they are this close (characters of their view): within what an append
+#: rescans of a clean stored body (:data:`TAIL_CONTEXT`), so appends and full scans agree.
+COMBINE_WINDOW: Final = 100
+#: A decode hint ("decode", "base64", "hex", "rot13") reaches this far either side (characters): no more
+#: than an append rescans of a clean stored body (:data:`TAIL_CONTEXT` non-space characters).
+_HINT_WINDOW: Final = 160
 #: At most this many hinted spans are decoded per text and level.
 _MAX_HINTED: Final = 8
 
@@ -472,7 +474,28 @@ def _index(rules: Iterable[tuple[int, Rule]], *, view: str) -> _Index:
 
 
 @functools.cache
+def _vocabulary() -> frozenset[str]:
+    """Every word a trigger, a trigger group or a decode hint looks up: all a text's word set needs to hold."""
+    words: set[str] = set(_HINT_WORDS) | {"64", "base", "13", "rot"}
+    for index in _indexes().values():
+        words.update(index.word_keys)
+        for groups in index.requires.values():
+            for group_words, _subs in groups:
+                words.update(group_words)
+    return frozenset(words)
+
+
 def _indexes() -> dict[str, _Index]:
+    """The trigger indexes (built on first use)."""
+    if not _INDEXES:
+        _INDEXES.update(_build_indexes())
+    return _INDEXES
+
+
+_INDEXES: Final[dict[str, _Index]] = {}
+
+
+def _build_indexes() -> dict[str, _Index]:
     """Trigger indexes per view; native rules split by whether an ASCII text can trigger them."""
     indexed = list(enumerate(RULES))
     return {
@@ -480,6 +503,15 @@ def _indexes() -> dict[str, _Index]:
         "words": _index(((i, r) for i, r in indexed if r.view == "words"), view="words"),
         "native": _index(((i, r) for i, r in indexed if r.view == "native"), view="native"),
         "native_folded": _index(enumerate(FOLDED_LANGUAGE_RULES), view="native"),
+        # For ASCII text: only the rules and literals an ASCII text can contain.
+        "native_ascii": _index(
+            (
+                (i, evolve(r, triggers=tuple(t for t in r.triggers if t.isascii())))
+                for i, r in enumerate(FOLDED_LANGUAGE_RULES)
+                if any(t.isascii() and not t.startswith("*") for t in r.triggers)
+            ),
+            view="native",
+        ),
     }
 
 
@@ -546,26 +578,31 @@ def _run(
 
 def _collect(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> Views:
     """Run every rule on every view of ``text``; returns the views (for the decode hints)."""
-    seen = views(text)
+    seen = views(text, _vocabulary())
     ascii_only = text.isascii()
     indexes = _indexes()
     if not ascii_only:
         found = _invisible(text, form, policy)
         if found is not None:
             hits.append(found)
-    _run(_triggered(indexes["text"], seen.lowered, seen.raw_words, True), text, form, policy, hits)
+    triggered = _triggered(indexes["text"], seen.lowered, seen.raw_words, True)
+    if triggered:
+        _run(triggered, text, form, policy, hits)
     if seen.folded is not None and seen.folded_lowered is not None:
         folded_lowered = seen.folded_lowered
         triggered = _triggered(indexes["text"], folded_lowered, seen.raw_words, True)
         _run(triggered, seen.folded, "homoglyph" if form == "plain" else form, policy, hits)
     # Spelled-out letters joined into one run ("ignoreallprevious") hide the trigger words: run every rule.
     words_form = seen.words_form if form == "plain" else form
-    triggered = _triggered(indexes["words"], seen.words, seen.wordset, False, everything=seen.joined)
-    _run(triggered, seen.words, words_form, policy, hits)
+    substrings = seen.lowered if seen.folded_lowered is None else seen.folded_lowered
+    triggered = _triggered(indexes["words"], substrings, seen.wordset, False, everything=seen.joined)
+    if triggered:
+        _run(triggered, " ".join(seen.words), words_form, policy, hits)
     folded_rules = indexes["native_folded"]
     if ascii_only:
-        triggered = _triggered(folded_rules, seen.lowered, seen.raw_words, False)
-        _run(triggered, seen.lowered, form, policy, hits, FOLDED_LANGUAGE_RULES)
+        triggered = _triggered(indexes["native_ascii"], seen.lowered, seen.raw_words, False)
+        if triggered:
+            _run(triggered, " ".join(seen.lowered.split()), form, policy, hits, FOLDED_LANGUAGE_RULES)
     else:
         # Phrases as written (any script), and after folding (look-alikes, accents, full-width letters).
         index = indexes["native"]
@@ -630,7 +667,7 @@ def _scan(text: str, depth: int, form: str, policy: ScanPolicy, hits: list[Hit])
         return verdict
     decoded: list[tuple[str, str]] = []
     # Pre-filter: a base64 block needs a 20+ character run without spaces.
-    if len(text) >= _MIN_BASE64 and seen.longest >= 20:
+    if len(text) >= _MIN_BASE64 and seen.base64_run:
         decoded.extend(("base64", block) for block in _decoded_blocks(text))
     decoded.extend(_hinted(text, seen.raw_words))
     for inner_form, inner in decoded:
@@ -640,16 +677,20 @@ def _scan(text: str, depth: int, form: str, policy: ScanPolicy, hits: list[Hit])
     return None
 
 
-def scan(text: str, policy: ScanPolicy = DEFAULT_POLICY) -> Finding | None:
+def scan(text: str, policy: ScanPolicy = DEFAULT_POLICY, extra_hits: Iterable[Hit] = ()) -> Finding | None:
     """Run every rule on every view of ``text`` (and of the base64, hex and rot13 spans it decodes).
 
     :param policy: thresholds and allow-listed rules (default: every threshold 1.0, nothing allowed).
+    :param extra_hits: evidence from elsewhere (a classifier's score, say), added to the rules' hits
+        before the verdict: its weight counts towards its category like a rule's (an allow-listed
+        pattern id is dropped here too).
     :return: the verdict of the category that reached its threshold, or ``None`` for clean text.
     """
-    return _scan(text, 0, "plain", policy, [])
+    hits = [h for h in extra_hits if h.pattern not in policy.allow] if extra_hits else []
+    return _scan(text, 0, "plain", policy, hits)
 
 
-TAIL_CONTEXT: Final = 320  # more than any rule spans, or weak signals combine across (non-space characters)
+TAIL_CONTEXT: Final = 160  # more than any phrase rule spans (about 100 non-space characters)
 #: An HTML comment rule spans up to 400 characters: an opening ``<!--`` this close to the end extends the window.
 _COMMENT_REACH: Final = 440
 _BASE64_LINE: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}\r?")

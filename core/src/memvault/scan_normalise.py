@@ -104,18 +104,30 @@ def native_view(text: str) -> str:
 _EMAIL: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # A letter next to a digit or @/$: a word that mixes them (3pm, mp3 and 1gn0r3 alike: folding is harmless).
 _LEET_HINT: Final = re.compile(r"[a-z][0-9@$]|[0-9@$][a-z]")
-_LEET_CHARS: Final = "0134578@$9"
 _TOKEN: Final = re.compile(r"[a-z0-9@$_]+")
+# The characters of a word for leetspeak folding as "w", every other byte as a space.
+_TOKEN_BYTES: Final = bytes(ord("w") if chr(b) in "abcdefghijklmnopqrstuvwxyz0123456789@$_" else 32 for b in range(256))
 _LEET: Final = str.maketrans(
     {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "9": "g", "@": "a", "$": "s"}
 )
 # Four or more single letters in a row, once punctuation became spaces: "i g n o r e", "i-g-n-o-r-e".
 _SPELLED: Final = re.compile(r"(?<![a-z0-9_])[a-z](?: [a-z]){3,}(?![a-z0-9_])")
-# The cheap part of that test: two single letters separated by one space.
-_SPELLED_HINT: Final = re.compile(r" [a-z] [a-z] ")
 _NON_WORD: Final = re.compile(r"[^a-z0-9_]+")
-# Lowercase ASCII bytes: every byte but a-z, 0-9 and _ becomes a space (one byte for one byte).
+# Lowercase ASCII bytes: every byte but a-z, 0-9 and _ becomes a space (one byte for one byte); apostrophes
+# go, so "don't" is one word.
 _WORD_BYTES: Final = bytes(b if chr(b) in "abcdefghijklmnopqrstuvwxyz0123456789_" else 32 for b in range(256))
+# Byte classes for cheap tests: letters "a", digits and @/$ "1", the separators of spelled-out letters " ".
+_CLASS_BYTES: Final = bytes(
+    ord("a")
+    if chr(b).isascii() and chr(b).isalpha()
+    else ord("1")
+    if chr(b) in "0123456789@$"
+    else 32
+    if chr(b) in " .-*/|+~,_\t\n"
+    else ord("#")
+    for b in range(256)
+)
+_APOSTROPHES: Final = re.compile("['\u2019]")
 
 
 def _unleet(match: re.Match[str]) -> str:
@@ -123,60 +135,102 @@ def _unleet(match: re.Match[str]) -> str:
     return token.translate(_LEET) if _LEET_HINT.search(token) else token
 
 
+def _unleet_words(lowered: str, classes: bytes) -> str:
+    """Fold leetspeak in the words that mix letters with digits or @/$; ``classes`` is ``lowered`` in byte
+    classes (for ASCII text its positions are the text's, so only those words are visited)."""
+    if not lowered.isascii():
+        return _TOKEN.sub(_unleet, lowered)
+    tokens = lowered.encode("ascii").translate(_TOKEN_BYTES)
+    spans: set[tuple[int, int]] = set()
+    for marker in (b"a1", b"1a"):
+        at = classes.find(marker)
+        while at != -1:
+            end = tokens.find(b" ", at)
+            end = len(lowered) if end == -1 else end
+            spans.add((tokens.rfind(b" ", 0, at) + 1, end))
+            at = classes.find(marker, end)
+    pieces: list[str] = []
+    done = 0
+    for start, end in sorted(spans):
+        if start >= done:
+            pieces += [lowered[done:start], lowered[start:end].translate(_LEET)]
+            done = end
+    pieces.append(lowered[done:])
+    return "".join(pieces)
+
+
 def _join(match: re.Match[str]) -> str:
     return match.group().replace(" ", "")
 
 
-def _spaced(lowered: str) -> str:
-    """Every character but a-z, 0-9 and _ as a space."""
+def _spaced(lowered: str, encoded: bytes | None = None) -> str:
+    """Apostrophes removed, every other character but a-z, 0-9 and _ as a space."""
+    if encoded is not None:
+        return encoded.translate(_WORD_BYTES, b"'").decode("ascii")
     if lowered.isascii():
-        return lowered.encode("ascii").translate(_WORD_BYTES).decode("ascii")
-    return _NON_WORD.sub(" ", lowered)
+        return lowered.encode("ascii").translate(_WORD_BYTES, b"'").decode("ascii")
+    return _NON_WORD.sub(" ", _APOSTROPHES.sub("", lowered))
 
 
-def words_view(lowered: str) -> tuple[list[str], list[str], bool, bool]:
+# Base64 alphabet bytes as "x", every other byte as a space: a block needs 20 "x" in a row.
+_BASE64_BYTES: Final = bytes(
+    ord("x") if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "+/_-") else 32 for b in range(256)
+)
+_BASE64_RUN: Final = b"x" * 20
+
+
+def words_view(lowered: str) -> tuple[list[str], list[str], bool, bool, bool]:
     """The words of the ``words`` view of (already folded and lowercased) text, the same before leetspeak
     folding and joining (``raw``), whether leetspeak or spelled-out letters changed them, and whether
-    spelled-out letters were joined."""
+    spelled-out letters were joined, and whether the text has 20+ base64 characters in a row."""
+    encoded = lowered.encode("utf-8", "replace")
+    base64_run = _BASE64_RUN in encoded.translate(_BASE64_BYTES)
     if "@" in lowered:
         lowered = _EMAIL.sub(" emailaddress ", lowered)
-    spaced = _spaced(lowered)
+        encoded = lowered.encode("utf-8", "replace")
+    spaced = _spaced(lowered, encoded if lowered.isascii() else None)
     changed = joined = False
     unleet = spaced
-    if any(ch in lowered for ch in _LEET_CHARS) and _LEET_HINT.search(lowered) is not None:
-        unleet = _spaced(_TOKEN.sub(_unleet, lowered))
+    classes = encoded.translate(_CLASS_BYTES)
+    if b"a1" in classes or b"1a" in classes:
+        unleet = _spaced(_unleet_words(lowered, classes))
         changed = unleet != spaced
-    if _SPELLED_HINT.search(unleet) is not None and _SPELLED.search(unleet) is not None:
+        classes = unleet.encode("utf-8", "replace").translate(_CLASS_BYTES)
+    if (b" a a a a" in classes or classes.startswith(b"a a a a")) and _SPELLED.search(unleet) is not None:
         unleet = _SPELLED.sub(_join, unleet)
         changed = joined = True
     raw = spaced.split()
-    return (unleet.split() if changed else raw), raw, changed, joined
+    return (unleet.split() if changed else raw), raw, changed, joined, base64_run
 
 
 class Views(NamedTuple):
     """The views of one text (see the module docstring). ``folded`` is ``None`` when it equals ``text``.
 
-    ``wordset`` holds the words of the ``words`` view; ``raw_words`` the words of the folded text before
-    leetspeak folding (what structural rules' word triggers look for: ``s3``, ``id_rsa``).
+    ``words`` lists the words of the ``words`` view (the view is their join with single spaces);
+    ``wordset`` holds those of them in the vocabulary :func:`views` was given, ``raw_words`` the same for
+    the folded text before leetspeak folding (what structural rules' word triggers look for: ``s3``,
+    ``id_rsa``).
     """
 
     text: str
     lowered: str
     folded: str | None
     folded_lowered: str | None
-    words: str
+    words: list[str]
     words_form: str  # "plain", "homoglyph" or "obfuscated"
     joined: bool
     wordset: frozenset[str]
     raw_words: frozenset[str]
-    longest: int  # the longest run of non-space characters
+    base64_run: bool  # 20+ characters of the base64 alphabet in a row
 
 
-def views(text: str) -> Views:
-    """Compute every view of ``text`` once."""
-    parts = text.lower().split()
-    lowered = " ".join(parts)
-    longest = max(map(len, parts), default=0)
+def views(text: str, vocabulary: frozenset[str] | None = None) -> Views:
+    """Compute every view of ``text`` once.
+
+    :param vocabulary: the only words the caller looks up (``wordset`` and ``raw_words`` keep just those,
+        which is cheaper than a set of every word); ``None``: keep every word.
+    """
+    lowered = text.lower()
     folded: str | None = None
     base = lowered
     if not text.isascii():
@@ -184,18 +238,22 @@ def views(text: str) -> Views:
         if candidate != text:
             folded = candidate
             base = " ".join(candidate.lower().split())
-    words, raw, changed, joined = words_view(base)
-    wordset = frozenset(words)
+    words, raw, changed, joined, base64_run = words_view(base)
+    wordset = frozenset(words) if vocabulary is None else vocabulary.intersection(words)
+    if changed:
+        raw_words = frozenset(raw) if vocabulary is None else vocabulary.intersection(raw)
+    else:
+        raw_words = wordset
     form = "homoglyph" if folded is not None else ("obfuscated" if changed else "plain")
     return Views(
         text,
         lowered,
         folded,
         None if folded is None else base,
-        " ".join(words),
+        words,
         form,
         joined,
         wordset,
-        frozenset(raw) if changed else wordset,
-        longest,
+        raw_words,
+        base64_run,
     )
