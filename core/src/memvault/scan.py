@@ -352,6 +352,10 @@ _HINT_WORDS: Final = frozenset(
 )
 
 
+#: Any of these words may start a decode hint (_hinted checks the pairs "base 64" and "rot 13").
+_HINTS_ANY: Final = _HINT_WORDS | {"base", "rot"}
+
+
 def _printable(decoded: str) -> bool:
     if not decoded:
         return False
@@ -662,12 +666,14 @@ def _decide(hits: list[Hit], policy: ScanPolicy) -> Finding | None:
 
 def _scan(text: str, depth: int, form: str, policy: ScanPolicy, hits: list[Hit]) -> Finding | None:
     seen = _collect(text, form, policy, hits)
-    verdict = _decide(hits, policy)
+    verdict = _decide(hits, policy) if hits else None
     if verdict is not None or depth >= _MAX_DEPTH:
         return verdict
+    long_base64 = len(text) >= _MIN_BASE64 and seen.base64_run  # a block needs a 20+ character run
+    if not long_base64 and seen.raw_words.isdisjoint(_HINTS_ANY):
+        return None  # nothing to decode: the common case
     decoded: list[tuple[str, str]] = []
-    # Pre-filter: a base64 block needs a 20+ character run without spaces.
-    if len(text) >= _MIN_BASE64 and seen.base64_run:
+    if long_base64:
         decoded.extend(("base64", block) for block in _decoded_blocks(text))
     decoded.extend(_hinted(text, seen.raw_words))
     for inner_form, inner in decoded:
