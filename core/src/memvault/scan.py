@@ -752,6 +752,12 @@ class BuiltinScanner:
     The vault calls :meth:`bind_vault` once the scanner is registered, which is how
     the wrappers reach the provider's own ``read``/``recall`` (to get the stored
     body of an append, or the documents behind recall hits) and the quarantine store.
+
+    :param scanner: the scan function (default: :func:`scan`); a custom one gets the
+        whole final body of an append, not only its tail.
+    :param cache_size: how many verdicts to keep, by body sha256.
+    :param policy: thresholds and allow-listed rules for :func:`scan` (ignored with a
+        custom ``scanner``, which applies its own).
     """
 
     def __init__(
