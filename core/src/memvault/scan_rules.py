@@ -594,7 +594,7 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         r" (?:(?:an? |the )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|rogue|amoral|unethical)"
         r" (?:ai|assistant|model|chatbot|bot|llm|version)"
         r"|(?:an? )?(?:[a-z]+\x20){0,3}?(?:ai|assistant|model|chatbot|bot|llm|version of yourself)"
-        r" (?:with no|without (?:any )?|free (?:of|from) )(?:content polic(?:y|ies)|restrictions|rules|limits"
+        r" (?:with no |without (?:any )?|free (?:of|from) )(?:content polic(?:y|ies)|restrictions|rules|limits"
         r"|filters|guidelines|censorship|ethics|ethical guidelines|morals|safety))",
         (
             ("act", "acting", "behave", "respond", "answer", "roleplay", "role", "pretend"),
