@@ -110,8 +110,9 @@ _TOKEN_BYTES: Final = bytes(ord("w") if chr(b) in "abcdefghijklmnopqrstuvwxyz012
 _LEET: Final = str.maketrans(
     {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "9": "g", "@": "a", "$": "s"}
 )
-# Four or more single letters in a row, once punctuation became spaces: "i g n o r e", "i-g-n-o-r-e".
-_SPELLED: Final = re.compile(r"(?<![a-z0-9_])[a-z](?: [a-z]){3,}(?![a-z0-9_])")
+# Four or more single letters in a row, once punctuation became spaces: "i g n o r e", "i-g-n-o-r-e"
+# (an underscore among them stays: "m e m o r y _ w r i t e" is a tool name).
+_SPELLED: Final = re.compile(r"(?<![a-z0-9_])[a-z](?: [a-z_]){3,}(?![a-z0-9_])")
 _NON_WORD: Final = re.compile(r"[^a-z0-9_]+")
 # Lowercase ASCII bytes: every byte but a-z, 0-9 and _ becomes a space (one byte for one byte); apostrophes
 # go, so "don't" is one word.
