@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -243,3 +244,26 @@ def test_the_detection_page_shows_the_measured_rates() -> None:
     assert [row for row in _rows(all_attacks(), same_category=True) if row not in page] == []
     assert [row for row in _rows(scan_corpus.HELD_OUT, same_category=False) if row not in page] == []
     assert f"**0 of {len(BENIGN)}**" in page
+
+
+# -- no rule backtracks badly on long adversarial text ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://x.example/p?q={a}&" * 2000,  # the pre-engine URL rules took 17 s on this
+        "curl " * 10000,
+        "<!-- " * 8000,
+        "scp " * 10000,
+        "ignore all previous " * 3000,
+        "a " * 20000,
+        "4a1b3c " * 5000,
+        "decode hex: " + "41" * 20000,
+    ],
+    ids=["urls", "curl", "comments", "scp", "phrases", "letters", "leet", "hex"],
+)
+def test_long_adversarial_text_is_scanned_in_bounded_time(text: str) -> None:
+    started = time.perf_counter()
+    scan(text)
+    assert time.perf_counter() - started < 2.0
