@@ -20,7 +20,11 @@ Measured, in one run:
    (``memory`` by default; ``sqlite`` when ``memvault-sqlite`` is installed);
 4. recall with verdicts cached: 200 recalls over the filled store, off vs builtin.
 
-    python bench/scan_bench.py [--rounds 5] [--providers memory,sqlite] [--out bench/results/scanner.md]
+With ``--baseline REF`` the scanner as it was at git ``REF`` (its ``scan.py``,
+loaded from git) runs as a third contender in the same interleaved rounds, so
+"before" and "after" are measured in the same run and conditions.
+
+    python bench/scan_bench.py [--rounds 5] [--providers memory,sqlite] [--baseline REF] [--out FILE]
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -77,33 +83,54 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-class TimedScanner(BuiltinScanner):
-    """The builtin scanner, timing its own work per retain: the stored-body read and the scan."""
+def timed_scanner(base: type) -> type:
+    """A subclass of scanner class ``base`` that times its own work per retain: the stored-body read and the scan."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.spent: list[float] = []
+    class TimedScanner(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.spent: list[float] = []
 
-    @hookimpl(wrapper=True)
-    def memvault_retain(self, request: memvault.RetainRequest) -> Generator[None, Any, Any]:
-        started = time.perf_counter()
-        inner = BuiltinScanner.memvault_retain(self, request)
-        try:
-            next(inner)  # the part before the provider runs: read the stored body, scan the final body
-        finally:
-            self.spent.append(time.perf_counter() - started)
-        result = yield
-        try:
-            inner.send(result)
-        except StopIteration as stop:
-            return stop.value
-        raise RuntimeError("the scanner's wrapper yielded twice")
+        @hookimpl(wrapper=True)
+        def memvault_retain(self, request: memvault.RetainRequest) -> Generator[None, Any, Any]:
+            started = time.perf_counter()
+            inner = base.memvault_retain(self, request)
+            try:
+                next(inner)  # the part before the provider runs: read the stored body, scan the final body
+            finally:
+                self.spent.append(time.perf_counter() - started)
+            result = yield
+            try:
+                inner.send(result)
+            except StopIteration as stop:
+                return stop.value
+            raise RuntimeError("the scanner's wrapper yielded twice")
+
+    return TimedScanner
 
 
-def open_store(provider: str, scanner: str, tmp: Path) -> tuple[memvault.Vault, TimedScanner | None]:
+TimedScanner = timed_scanner(BuiltinScanner)
+#: Scanner classes by contender name ("baseline" is added by --baseline).
+CONTENDERS: dict[str, type] = {"builtin": TimedScanner}
+
+
+def load_baseline(ref: str) -> type:
+    """The ``BuiltinScanner`` of ``core/src/memvault/scan.py`` at git ``ref``, timed."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "show", f"{ref}:core/src/memvault/scan.py"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    module = types.ModuleType("memvault_scan_baseline")
+    module.__file__ = f"{ref}:core/src/memvault/scan.py"
+    sys.modules[module.__name__] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)  # our own scan.py at another commit
+    return timed_scanner(module.BuiltinScanner)
+
+
+def open_store(provider: str, scanner: str, tmp: Path) -> tuple[memvault.Vault, Any]:
     info = get_registry().get(provider)
     settings = dict(info.scratch(tmp)) if info.scratch is not None else {}
-    timed = TimedScanner() if scanner == "builtin" else None
+    timed = CONTENDERS[scanner]() if scanner in CONTENDERS else None
     vault = memvault.open(provider, scanner="off", plugins=[timed] if timed else [], **settings)
     return vault, timed
 
@@ -139,15 +166,16 @@ def recall_all(vault: memvault.Vault, agents: list[str], repeats: int) -> list[f
 
 
 def measure(provider: str, data: list[tuple[str, str, str]], rounds: int) -> dict[str, Any]:
-    medians: dict[str, list[float]] = {"off": [], "builtin": []}
-    p95s: dict[str, list[float]] = {"off": [], "builtin": []}
-    recalls: dict[str, list[float]] = {"off": [], "builtin": []}
-    scanner_p50: list[float] = []
-    scanner_p95: list[float] = []
+    names = ["off", *CONTENDERS]
+    medians: dict[str, list[float]] = {name: [] for name in names}
+    p95s: dict[str, list[float]] = {name: [] for name in names}
+    recalls: dict[str, list[float]] = {name: [] for name in names}
+    own_p50: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    own_p95: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     rejected: list[tuple[str, Any]] = []
     agents = sorted({agent for agent, _, _ in data})
     for round_ in range(rounds):
-        order = ["off", "builtin"] if round_ % 2 == 0 else ["builtin", "off"]
+        order = names if round_ % 2 == 0 else names[::-1]
         for scanner in order:
             with tempfile.TemporaryDirectory(prefix="scan-bench-") as tmp:
                 vault, timed = open_store(provider, scanner, Path(tmp))
@@ -159,21 +187,32 @@ def measure(provider: str, data: list[tuple[str, str, str]], rounds: int) -> dic
             recalls[scanner].append(statistics.median(recall_times))
             note = ""
             if timed is not None:
-                rejected = rejects
-                scanner_p50.append(statistics.median(timed.spent))
-                scanner_p95.append(percentile(timed.spent, 0.95))
-                note = f"; scanner's own work p50 {scanner_p50[-1] * 1e6:6.1f} us"
+                if scanner == "builtin":
+                    rejected = rejects
+                own_p50[scanner].append(statistics.median(timed.spent))
+                own_p95[scanner].append(percentile(timed.spent, 0.95))
+                note = f"; scanner's own work p50 {own_p50[scanner][-1] * 1e6:6.1f} us"
             p50, p95 = statistics.median(times) * 1e6, percentile(times, 0.95) * 1e6
             recall_p50 = statistics.median(recall_times) * 1e6
             print(
-                f"  {provider} round {round_ + 1} {scanner:7}: retain p50 {p50:8.1f} us, p95 {p95:8.1f} us; "
+                f"  {provider} round {round_ + 1} {scanner:8}: retain p50 {p50:8.1f} us, p95 {p95:8.1f} us; "
                 f"recall p50 {recall_p50:8.1f} us{note}",
                 file=sys.stderr,
             )
     off, on = statistics.median(medians["off"]), statistics.median(medians["builtin"])
     roff, ron = statistics.median(recalls["off"]), statistics.median(recalls["builtin"])
-    own = statistics.median(scanner_p50)
+    own = statistics.median(own_p50["builtin"])
+    baseline = {}
+    if "baseline" in own_p50:
+        before = statistics.median(own_p50["baseline"])
+        baseline = {
+            "baseline_p50_us": before * 1e6,
+            "baseline_p95_us": statistics.median(own_p95["baseline"]) * 1e6,
+            "baseline_retain_p50_us": statistics.median(medians["baseline"]) * 1e6,
+            "growth": own / before - 1,
+        }
     return {
+        **baseline,
         "provider": provider,
         "retain_p50_off_us": off * 1e6,
         "retain_p50_builtin_us": on * 1e6,
@@ -181,7 +220,7 @@ def measure(provider: str, data: list[tuple[str, str, str]], rounds: int) -> dic
         "retain_p95_builtin_us": statistics.median(p95s["builtin"]) * 1e6,
         "retain_overhead": on / off - 1,
         "scanner_p50_us": own * 1e6,
-        "scanner_p95_us": statistics.median(scanner_p95) * 1e6,
+        "scanner_p95_us": statistics.median(own_p95["builtin"]) * 1e6,
         "scanner_share": own / off,
         "recall_p50_off_us": roff * 1e6,
         "recall_p50_builtin_us": ron * 1e6,
@@ -206,7 +245,10 @@ def main() -> None:
     parser.add_argument("--providers", default="", help="comma-separated (default: memory, and sqlite if installed)")
     parser.add_argument("--out", default="", help="write a Markdown report here")
     parser.add_argument("--data", type=Path, default=DATA, help="locomo10.json (default: %(default)s)")
+    parser.add_argument("--baseline", default="", help="also time the scanner of this git ref (before/after)")
     args = parser.parse_args()
+    if args.baseline:
+        CONTENDERS["baseline"] = load_baseline(args.baseline)
     providers = [p for p in args.providers.split(",") if p] or [
         p for p in ("memory", "sqlite") if p in get_registry().names()
     ]
@@ -217,7 +259,7 @@ def main() -> None:
     p50, p95, mean = scan_cost(data)
     results = [measure(p, data, args.rounds) for p in providers]
 
-    report = render(len(data), direct, (p50, p95, mean), results, args.rounds)
+    report = render(len(data), direct, (p50, p95, mean), results, args.rounds, args.baseline)
     print(report)
     if args.out:
         Path(args.out).write_text(report, encoding="utf-8")
@@ -229,6 +271,7 @@ def render(
     cost: tuple[float, float, float],
     results: list[dict[str, Any]],
     rounds: int,
+    baseline: str = "",
 ) -> str:
     p50, p95, mean = cost
     lines = [
@@ -277,6 +320,20 @@ def render(
             f"{r['retain_p95_off_us']:.1f} us | {r['retain_p95_builtin_us']:.1f} us | {r['retain_overhead']:+.1%} | "
             f"{r['scanner_p50_us']:.1f} / {r['scanner_p95_us']:.1f} us | {r['scanner_share']:.1%} |"
         )
+    if baseline:
+        lines += [
+            "",
+            f"### Before and after: the scanner at `{baseline}` in the same rounds",
+            "",
+            "| provider | scanner's own p50 before | after | growth | p95 before | after | retain p50 before | after |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in results:
+            lines.append(
+                f"| {r['provider']} | {r['baseline_p50_us']:.1f} us | {r['scanner_p50_us']:.1f} us | "
+                f"{r['growth']:+.1%} | {r['baseline_p95_us']:.1f} us | {r['scanner_p95_us']:.1f} us | "
+                f"{r['baseline_retain_p50_us']:.1f} us | {r['retain_p50_builtin_us']:.1f} us |"
+            )
     lines += [
         "",
         "### Recall with cached verdicts (200 recalls over the filled store)",

@@ -222,7 +222,7 @@ def memvault_register_providers(register):
 """
 
 
-@pytest.mark.parametrize("reserved", ["config", "health_timeout", "plugins", "scanner"])
+@pytest.mark.parametrize("reserved", ["config", "health_timeout", "plugins", "scan", "scanner"])
 def test_a_factory_taking_a_reserved_name_is_refused_at_registration(plugin_dir: Path, reserved: str) -> None:
     ep = write_plugin(plugin_dir, f"fakeplug_res_{reserved}", _FACTORY_TAKING.format(param=reserved, name="res"))
     registry = Registry(entry_points=[ep])

@@ -159,3 +159,13 @@ def test_list_on_a_provider_without_quarantine_support_explains() -> None:
     result = CliRunner().invoke(cli, ["--provider", "bare", "quarantine", "list", "--workspace", WS])
     assert result.exit_code == 1
     assert "lacks the 'quarantine' capability" in result.output
+
+
+@pytest.mark.usefixtures("shared_provider")
+def test_show_judges_now_with_the_configured_scan_policy() -> None:
+    sha = _reject(INJECTION)
+    Path("memvault.toml").write_text('[scan]\nallow = ["ignore_previous", "disregard_rules"]\n')
+    code, out = _run("show", "--workspace", WS, sha)
+    assert code == 0, out
+    assert "rule:      instruction_override / ignore_previous" in out
+    assert "now:       the current rules find nothing in this copy" in out

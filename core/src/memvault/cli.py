@@ -61,7 +61,11 @@ class _Context:
         config = load_config(self.config)
         merged: dict[str, Any] = dict(config.providers.get(self.provider, {}))
         merged.update(settings)
-        options: dict[str, Any] = {"scanner": config.scanner, "health_timeout": config.health_timeout}
+        options: dict[str, Any] = {
+            "scanner": config.scanner,
+            "scan": config.scan,
+            "health_timeout": config.health_timeout,
+        }
         for key in ("scanner", "health_timeout"):
             if key in merged:
                 options[key] = merged.pop(key)

@@ -17,7 +17,7 @@ import click
 
 from memvault.errors import InvalidRequest, MemvaultError
 from memvault.models import QuarantineRecord
-from memvault.scan import quarantine_record, quarantine_records, scan
+from memvault.scan import DEFAULT_POLICY, BuiltinScanner, quarantine_record, quarantine_records, scan
 from memvault.wire import unstructure
 
 __all__ = ["quarantine"]
@@ -91,13 +91,16 @@ def show(obj: Any, workspace_id: str, sha256: str, as_json: bool) -> None:
     try:
         with obj.open() as vault:
             record = quarantine_record(vault, workspace_id, sha256)
+            # "now" judges with the thresholds and allow-list the vault's scanner runs with ([scan]).
+            plugins = vault.plugin_manager.get_plugins()
+            policy = next((p.policy for p in plugins if isinstance(p, BuiltinScanner)), DEFAULT_POLICY)
     except MemvaultError as exc:
         _fail(exc)
         return
     if record is None:
         click.echo(f"error: no quarantine copy {sha256} in workspace {workspace_id}", err=True)
         sys.exit(1)
-    finding = scan(record.content)
+    finding = scan(record.content, policy)
     if as_json:
         payload = unstructure(record)
         payload["finding"] = unstructure(finding) if finding is not None else None

@@ -7,6 +7,11 @@
                                  # (off for remote providers: the service scans)
     health_timeout = 0.2         # seconds; default 0.2 local, 1.0 remote
 
+    [scan]                       # the builtin scanner's policy (memvault.scan.ScanPolicy)
+    allow = ["url_placeholder"]  # pattern ids that never fire
+    [scan.thresholds]
+    role_hijack = 1.5            # per category; default 1.0
+
     [providers.sqlite]
     path = "memory.db"
 
@@ -51,6 +56,7 @@ class Config:
     providers: dict[str, dict[str, Any]] = field(factory=dict)
     server: dict[str, Any] = field(factory=dict)
     source: str = ""
+    scan: dict[str, Any] = field(factory=dict)
 
 
 def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
@@ -110,5 +116,6 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             providers=config.providers,
             server=config.server,
             source=config.source,
+            scan=config.scan,
         )
     return config

@@ -61,9 +61,22 @@ class ContentRejected(MemvaultError):
     The live document is unchanged. ``kept`` tells whether the provider kept a
     quarantine copy for the operator (the write fails either way: fail closed);
     ``detail`` is the scanner's longer explanation, also part of the message.
+    The builtin scanner also fills ``excerpt``, ``span``, ``score`` and ``threshold``.
     """
 
-    def __init__(self, *, category: str, pattern: str, sha256: str, detail: str = "", kept: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        category: str,
+        pattern: str,
+        sha256: str,
+        detail: str = "",
+        kept: bool = True,
+        excerpt: str = "",
+        span: tuple[int, int] | None = None,
+        score: float | None = None,
+        threshold: float | None = None,
+    ) -> None:
         extra = f" ({detail})" if detail else ""
         where = (
             "an operator can inspect the quarantined copy with `memvault quarantine show`"
@@ -79,6 +92,13 @@ class ContentRejected(MemvaultError):
         self.sha256 = sha256
         self.detail = detail
         self.kept = kept
+        #: The matched text (escaped), where the rule matched in the scanned form (see
+        #: ``memvault.scan.Hit``), and the category's score against its threshold; empty/None
+        #: when the scanner that rejected does not say.
+        self.excerpt = excerpt
+        self.span = span
+        self.score = score
+        self.threshold = threshold
 
 
 class NotSupported(MemvaultError):

@@ -60,7 +60,7 @@ ScratchSettings = Callable[[Path], Mapping[str, Any]]
 #: Keyword arguments that :func:`memvault.open` and :func:`memvault.open_from_config`
 #: take for themselves: a provider setting with one of these names could never be
 #: passed, so registering a factory that takes one is an error.
-RESERVED_SETTINGS: frozenset[str] = frozenset({"config", "health_timeout", "plugins", "scanner"})
+RESERVED_SETTINGS: frozenset[str] = frozenset({"config", "health_timeout", "plugins", "scan", "scanner"})
 
 
 class RegisterProvider(Protocol):

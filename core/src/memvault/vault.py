@@ -311,6 +311,7 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     *,
     health_timeout: float | None = None,
     scanner: str | None = None,
+    scan: Mapping[str, Any] | None = None,
     plugins: Iterable[object] = (),
     **settings: Any,
 ) -> Vault:
@@ -323,6 +324,9 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         ``"builtin"``, except ``"off"`` for a ``remote`` provider: the service it
         talks to scans every write and read itself, and a client-side scanner
         would fetch each hit's document over the network to scan it again.
+    :param scan: the builtin scanner's policy, as the ``[scan]`` table of ``memvault.toml``
+        (``{"thresholds": {category: number}, "allow": [pattern ids]}``); validated
+        whatever the scanner, applied to ``"builtin"``.
     :param plugins: extra cross-cutting plugins for this vault.
     :param settings: the provider's own settings (``path=...`` for sqlite).
     :raises ProviderNotFound: listing the installed providers.
@@ -330,7 +334,9 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         one (a factory parameter without a default) that is missing.
     """
     from memvault.plugins import coerce_settings, get_registry, missing_settings
+    from memvault.scan import ScanPolicy
 
+    policy = ScanPolicy.from_table(scan)
     info = get_registry().get(name)
     kwargs = coerce_settings(info, settings)
     missing = missing_settings(info, kwargs)
@@ -344,7 +350,7 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         raise _wrap(exc, name, "open") from exc
     if scanner is None:
         scanner = "off" if Capability.REMOTE in info.capabilities else "builtin"
-    extra = list(_scanner_plugins(scanner)) + list(plugins)
+    extra = list(_scanner_plugins(scanner, policy)) + list(plugins)
     try:
         return Vault(
             provider,
@@ -360,10 +366,14 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         raise
 
 
-def _scanner_plugins(scanner: str) -> Iterable[object]:
+def _scanner_plugins(scanner: str, policy: Any) -> Iterable[object]:
     from memvault.plugins import get_registry
+    from memvault.scan import DEFAULT_POLICY, BuiltinScanner
 
-    return get_registry().scanner(scanner)
+    plugins = get_registry().scanner(scanner)
+    if scanner == "builtin" and policy is not DEFAULT_POLICY:
+        return [BuiltinScanner(policy=policy)]
+    return plugins
 
 
 def open_from_config(config: str | os.PathLike[str] | None = None, **overrides: Any) -> Vault:
@@ -380,7 +390,11 @@ def open_from_config(config: str | os.PathLike[str] | None = None, **overrides: 
     loaded = load_config(config)
     settings: dict[str, Any] = dict(loaded.providers.get(loaded.provider, {}))
     settings.update(overrides)
-    vault_options: dict[str, Any] = {"scanner": loaded.scanner, "health_timeout": loaded.health_timeout}
+    vault_options: dict[str, Any] = {
+        "scanner": loaded.scanner,
+        "scan": loaded.scan,
+        "health_timeout": loaded.health_timeout,
+    }
     for key in ("scanner", "health_timeout", "plugins"):
         if key in settings:
             vault_options[key] = settings.pop(key)

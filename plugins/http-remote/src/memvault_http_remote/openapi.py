@@ -7,6 +7,7 @@ from :mod:`memvault.wire`); a test validates real responses against it.
 from __future__ import annotations
 
 import copy
+import types
 import typing
 from typing import Any, Final
 
@@ -107,6 +108,15 @@ def _obj(properties: dict[str, Any], required: list[str], description: str = "")
 
 
 def _json_type(hint: Any) -> dict[str, Any]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        options = [_json_type(o) for o in typing.get_args(hint) if o is not type(None)]
+        nullable = type(None) in typing.get_args(hint)
+        return {"oneOf": [*options, {"type": "null"}]} if nullable else {"oneOf": options}
+    if typing.get_origin(hint) is tuple:  # fixed length, one item type (ContentRejected.span)
+        items = typing.get_args(hint)
+        return {"type": "array", "items": _json_type(items[0]), "minItems": len(items), "maxItems": len(items)}
+    if hint is float:
+        return {"type": "number"}
     if hint is bool:
         return {"type": "boolean"}
     if hint is int:
