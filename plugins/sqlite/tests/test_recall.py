@@ -154,3 +154,22 @@ def test_hits_carry_the_current_body_digest_after_append_and_replace(vault: memv
     assert {h.digest for h in recall(vault, "plum")} == {hashlib.sha256(b"plum one\nplum two\n").hexdigest()}
     retain(vault, "plum three\n", tier="pins", mode="replace")
     assert [h.digest for h in recall(vault, "plum")] == [hashlib.sha256(b"plum three\n").hexdigest()]
+
+
+def test_a_partition_where_every_line_shares_a_query_term_still_ranks_the_best_lines_first(
+    vault: memvault.Vault,
+) -> None:
+    # 1,500 candidate lines (above the provider's candidate budget): the scored subset must
+    # keep the lines holding a rare term, and the lines holding most of the query's terms.
+    for day in range(1, 5):
+        noise = "".join(f"we talked about the garden and the weather, day {i}\n" for i in range(400))
+        retain(vault, noise, tier="daily", key=f"2024-04-0{day}")
+    retain(vault, "the garden party had music and a walrus\n", tier="daily", key="2024-05-01")
+    retain(vault, "music in the garden, weather permitting\n", tier="daily", key="2024-05-02")
+    hits = recall(vault, "garden music weather walrus", limit=5)
+    assert hits[0].snippet == "the garden party had music and a walrus"
+    assert hits[1].snippet == "music in the garden, weather permitting"
+    assert all(h.score < 0.5 for h in hits)
+    phrase = recall(vault, "about the garden", limit=3)
+    assert len(phrase) == 3
+    assert all(h.score > 0.5 and "about the garden" in h.snippet for h in phrase)

@@ -10,12 +10,10 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final, TypeVar
-
-import attrs
 
 from memvault import text
 from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
@@ -38,7 +36,7 @@ from memvault.models import (
 )
 from memvault.models import QuarantineRecord as _QuarantineRecord
 from memvault_sqlite import schema
-from memvault_sqlite.search import Candidate, fts_query, query_terms, rank
+from memvault_sqlite.search import CANDIDATE_BUDGET, Row, fts_query, narrowed_queries, query_terms, rank
 
 __all__ = ["SqliteProvider"]
 
@@ -335,46 +333,65 @@ class SqliteProvider:
 
         def search() -> RecallResult:
             conn = self._conn()
-            candidates: list[Candidate] = []
-            digests: dict[str, str] = {}
+            rows: list[Row] = []
             line_count = term_count = 0
-            # One read transaction: the statistics and the candidates see the same snapshot.
+            searched: list[tuple[int, tuple[str, ...]]] = []
+            # One read transaction: the statistics, the candidates, the texts and the digests see one snapshot.
             conn.execute("BEGIN")
             try:
                 for partition, tiers in request.scopes():
-                    pid = schema.partition_id(
-                        conn, partition.workspace_id, partition.kind, partition.owner_id, create=False
-                    )
-                    if pid is None:
-                        continue
                     tier_values = tuple(t.value for t in tiers)
                     marks = ", ".join("?" * len(tier_values))
-                    stats = conn.execute(
-                        "SELECT coalesce(sum(line_count), 0), coalesce(sum(term_count), 0) FROM documents"
-                        f" WHERE partition_id = ? AND tier IN ({marks})",
-                        (pid, *tier_values),
+                    found = conn.execute(
+                        "SELECT p.id, coalesce(sum(d.line_count), 0), coalesce(sum(d.term_count), 0)"
+                        " FROM partitions AS p LEFT JOIN documents AS d"
+                        f" ON d.partition_id = p.id AND d.tier IN ({marks})"
+                        " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? GROUP BY p.id",
+                        (*tier_values, partition.workspace_id, partition.kind, partition.owner_id),
                     ).fetchone()
-                    line_count += int(stats[0])
-                    term_count += int(stats[1])
-                    low = pid << schema.LINE_BITS
-                    fts = schema.fts_table(pid)
-                    rows = conn.execute(
-                        f"SELECT d.id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256 FROM {fts}"
-                        f" JOIN lines AS l ON l.id = {fts}.rowid"
-                        " JOIN documents AS d ON d.id = l.document_id"
-                        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})",
-                        (match, low, low + (1 << schema.LINE_BITS) - 1, *tier_values),
-                    ).fetchall()
-                    candidates.extend(
-                        Candidate(document=r[0], source=r[1], number=r[2], text=r[3], terms=r[4], length=r[5])
-                        for r in rows
-                    )
-                    digests.update((r[1], r[6]) for r in rows)
+                    if found is None:
+                        continue
+                    line_count += int(found[1])
+                    term_count += int(found[2])
+                    searched.append((int(found[0]), tier_values))
+                df: list[int] | None = None
+                budget = CANDIDATE_BUDGET
+                for pid, tier_values in searched:
+                    rows.extend(_candidates(conn, pid, tier_values, match, budget + 1 - len(rows)))
+                if len(rows) > budget:
+                    # Many lines share a term (common words, a long history): count each term's lines,
+                    # then score only the lines a narrower query keeps (see narrowed_queries).
+                    df = [sum(_count(conn, pid, tiers, fts_query([t])) for pid, tiers in searched) for t in terms]
+                    chosen = match
+                    for narrower in narrowed_queries(terms, df):
+                        chosen = narrower
+                        if sum(_count(conn, pid, tiers, narrower) for pid, tiers in searched) <= budget:
+                            break
+                    rows = []
+                    for pid, tier_values in searched:
+                        rows.extend(_candidates(conn, pid, tier_values, chosen, None))
+
+                def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+                    """Each line's text and its document's digest (so the scanner needs no read-back)."""
+                    found: dict[int, tuple[str, str]] = {}
+                    for chunk in range(0, len(ids), 500):
+                        part = ids[chunk : chunk + 500]
+                        found.update(
+                            (lid, (line, digest))
+                            for lid, line, digest in conn.execute(
+                                "SELECT l.id, l.text, d.sha256 FROM lines AS l JOIN documents AS d"
+                                f" ON d.id = l.document_id WHERE l.id IN ({', '.join('?' * len(part))})",
+                                part,
+                            )
+                        )
+                    return found
+
+                hits = rank(
+                    query, rows, line_count=line_count, term_count=term_count, limit=request.limit, texts=texts, df=df
+                )
             finally:
                 conn.execute("COMMIT")
-            hits = rank(query, candidates, line_count=line_count, term_count=term_count, limit=request.limit)
-            # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
-            return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
+            return RecallResult(hits=hits)
 
         return self._retry(search, "recall")
 
@@ -663,6 +680,38 @@ def _record(row: tuple[str, ...]) -> _QuarantineRecord:
         created_at=_dt.datetime.fromisoformat(row[8]),
         data_subject_id=row[9],
     )
+
+
+def _count(conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str) -> int:
+    """How many lines of partition ``pid`` in ``tiers`` the FTS5 query ``match`` finds."""
+    fts = schema.fts_table(pid)
+    low = pid << schema.LINE_BITS
+    bounds = (match, low, low + (1 << schema.LINE_BITS) - 1)
+    marks = ", ".join("?" * len(tiers))
+    other = conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM documents WHERE partition_id = ? AND tier NOT IN ({marks}))", (pid, *tiers)
+    ).fetchone()[0]
+    if not other:  # every document of the partition is searched: the index alone answers
+        sql = f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ?"
+        return int(conn.execute(sql, bounds).fetchone()[0])
+    sql = (
+        f"SELECT count(*) FROM {fts} JOIN lines AS l ON l.id = {fts}.rowid JOIN documents AS d"
+        f" ON d.id = l.document_id WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})"
+    )
+    return int(conn.execute(sql, (*bounds, *tiers)).fetchone()[0])
+
+
+def _candidates(conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str, limit: int | None) -> list[Row]:
+    """Narrow rows (no text, no digest) of partition ``pid``'s lines in ``tiers`` that ``match`` finds."""
+    marks = ", ".join("?" * len(tiers))
+    low = pid << schema.LINE_BITS
+    fts = schema.fts_table(pid)
+    return conn.execute(
+        f"SELECT l.id, l.document_id, d.label, l.line_no, l.terms, l.length FROM {fts}"
+        f" JOIN lines AS l ON l.id = {fts}.rowid JOIN documents AS d ON d.id = l.document_id"
+        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks}) LIMIT ?",
+        (match, low, low + (1 << schema.LINE_BITS) - 1, *tiers, -1 if limit is None else limit),
+    ).fetchall()
 
 
 def _any_pending(conn: sqlite3.Connection) -> bool:
