@@ -271,19 +271,26 @@ class SqliteProvider:
             conn = self._conn()
             with self._write(conn):
                 part = ref.partition
-                pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
-                assert pid is not None
-                row = conn.execute(
-                    "SELECT id, body, size FROM documents WHERE partition_id = ? AND tier = ? AND key = ?",
-                    (pid, ref.tier.value, ref.key),
+                # One statement finds the partition, the document and whether erasures await their scrub
+                # (nothing can add one while this transaction holds the write lock).
+                found = conn.execute(
+                    "SELECT p.id, d.id, d.body, d.size, EXISTS (SELECT 1 FROM pending_erasures) FROM partitions AS p"
+                    " LEFT JOIN documents AS d ON d.partition_id = p.id AND d.tier = ? AND d.key = ?"
+                    " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ?",
+                    (ref.tier.value, ref.key, part.workspace_id, part.kind, part.owner_id),
                 ).fetchone()
-                old_body = row[1] if row else ""
-                current = int(row[2]) if row else 0
+                if found is None:
+                    new_pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
+                    assert new_pid is not None
+                    pid, doc, old_body, current, pending = new_pid, None, "", 0, _any_pending(conn)
+                else:
+                    pid, doc, pending = int(found[0]), found[1], bool(found[4])
+                    old_body, current = (found[2], int(found[3])) if doc is not None else ("", 0)
                 body = old_body + request.content if request.mode == "append" else request.content
                 size = len(body.encode("utf-8"))
                 warning = check_cap(request.tier, current=current, projected=size)
                 stamp = schema.now_iso()
-                if row is None:
+                if doc is None:
                     cur = conn.execute(
                         "INSERT INTO documents (partition_id, workspace_id, agent_id, crew_id, tier, key, label,"
                         " body, size, data_subject_id, created_at, updated_at, sha256)"
@@ -305,16 +312,20 @@ class SqliteProvider:
                         ),
                     )
                     doc_id = int(cur.lastrowid or 0)
+                    schema.reindex_document(conn, doc_id, pid, old_body, body)
                 else:
-                    doc_id = int(row[0])
+                    doc_id = int(doc)
+                    # The line index first, then one UPDATE of the row: body, digest and the new counts.
+                    lines_delta, terms_delta = schema.reindex_document(
+                        conn, doc_id, pid, old_body, body, update_counts=False
+                    )
                     conn.execute(
-                        "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ? WHERE id = ?",
-                        (body, size, stamp, schema.body_sha256(body), doc_id),
+                        "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ?,"
+                        " line_count = line_count + ?, term_count = term_count + ? WHERE id = ?",
+                        (body, size, stamp, schema.body_sha256(body), lines_delta, terms_delta, doc_id),
                     )
                 if request.data_subject_id:
                     schema.tag_document(conn, doc_id, part.workspace_id, request.data_subject_id)
-                schema.reindex_document(conn, doc_id, pid, old_body, body)
-                pending = _any_pending(conn)
             return RetainResult(id=label, bytes=size, warning=warning), pending
 
         result, pending = self._retry(write, "retain")

@@ -23,9 +23,11 @@ Scoring (all in [0, 1], monotonic in relevance):
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
@@ -58,7 +60,7 @@ NEIGHBOUR_WEIGHT: Final = 0.15
 #: Share taken from how well the line's whole document matches: lines of a
 #: document that covers more of the query's terms rank higher.
 DOCUMENT_WEIGHT: Final = 0.15
-_ASCII_WORD: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_plain_word: Final = re.compile(r"[a-z0-9]+").fullmatch
 
 
 def fts_token(term: str) -> str:
@@ -66,7 +68,7 @@ def fts_token(term: str) -> str:
 
     Plain ASCII words never contain ``_`` here, so the two forms cannot collide.
     """
-    if term and all(ch in _ASCII_WORD for ch in term):
+    if _plain_word(term):
         return term
     return "_" + term.encode("utf-8").hex()
 
@@ -87,7 +89,12 @@ def index_line(number: int, line: str) -> IndexedLine | None:
     if not tokens:
         return None
     length = sum(1 for t in tokens if t not in text.STOP_WORDS) or 1
-    return IndexedLine(number=number, text=line, terms=" ".join(fts_token(text.stem(t)) for t in tokens), length=length)
+    return IndexedLine(number=number, text=line, terms=" ".join(map(_index_term, tokens)), length=length)
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a vocabulary repeats: most tokens of a retain are cache hits
+def _index_term(token: str) -> str:
+    return fts_token(text.stem(token))
 
 
 def query_terms(query: text.Query) -> tuple[str, ...]:
