@@ -368,19 +368,24 @@ class SqliteProvider:
                 df: list[int] | None = None
                 budget = CANDIDATE_BUDGET
                 for pid, tier_values in searched:
-                    rows.extend(_candidates(conn, pid, tier_values, match, budget + 1 - len(rows)))
+                    rows.extend(_candidates(conn, pid, tier_values, match, None, probe=budget + 1 - len(rows)))
                 if len(rows) > budget:
                     # Many lines share a term (common words, a long history): count each term's lines,
                     # then score only the lines a narrower query keeps (see narrowed_queries).
                     df = [sum(_count(conn, pid, tiers, fts_query([t])) for pid, tiers in searched) for t in terms]
-                    chosen = match
+                    chosen, fits = match, False
                     for narrower in narrowed_queries(terms, df):
                         chosen = narrower
                         if sum(_count(conn, pid, tiers, narrower) for pid, tiers in searched) <= budget:
+                            fits = True
                             break
                     rows = []
                     for pid, tier_values in searched:
-                        rows.extend(_candidates(conn, pid, tier_values, chosen, None))
+                        # Still too many (one common word, or lines holding every term abound): the
+                        # shortest lines, which BM25's length norm ranks first among equals.
+                        rows.extend(_candidates(conn, pid, tier_values, chosen, None if fits else budget))
+                    if not fits:
+                        rows = sorted(rows, key=lambda row: (row[5], row[0]))[:budget]
 
                 def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
                     """Each line's text and its document's digest (so the scanner needs no read-back)."""
@@ -712,16 +717,23 @@ def _count(conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: st
     return int(conn.execute(sql, (*bounds, *tiers)).fetchone()[0])
 
 
-def _candidates(conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str, limit: int | None) -> list[Row]:
-    """Narrow rows (no text, no digest) of partition ``pid``'s lines in ``tiers`` that ``match`` finds."""
+def _candidates(
+    conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str, limit: int | None, *, probe: int = -1
+) -> list[Row]:
+    """Narrow rows (no text, no digest) of partition ``pid``'s lines in ``tiers`` that ``match`` finds.
+
+    :param limit: ``None`` for every line; otherwise at most that many, the shortest first.
+    :param probe: with ``limit=None``, stop after this many lines (any; -1: no bound).
+    """
     marks = ", ".join("?" * len(tiers))
     low = pid << schema.LINE_BITS
     fts = schema.fts_table(pid)
     return conn.execute(
         f"SELECT l.id, l.document_id, d.label, l.line_no, l.terms, l.length FROM {fts}"
         f" JOIN lines AS l ON l.id = {fts}.rowid JOIN documents AS d ON d.id = l.document_id"
-        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks}) LIMIT ?",
-        (match, low, low + (1 << schema.LINE_BITS) - 1, *tiers, -1 if limit is None else limit),
+        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})"
+        + (" LIMIT ?" if limit is None else " ORDER BY l.length, l.id LIMIT ?"),
+        (match, low, low + (1 << schema.LINE_BITS) - 1, *tiers, probe if limit is None else limit),
     ).fetchall()
 
 
