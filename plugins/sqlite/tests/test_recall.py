@@ -13,7 +13,8 @@ import memvault
 def test_phrase_lines_rank_above_term_only_lines_p17(vault: memvault.Vault) -> None:
     retain(vault, "the metric units were discussed\nshe prefers metric units for cooking\nunits metric\n")
     hits = recall(vault, "metric units")
-    assert [h.line for h in hits[:2]] == [1, 2]
+    # P17 orders phrase lines above term-only lines; among phrase lines the context signals decide.
+    assert {h.line for h in hits[:2]} == {1, 2}
     assert all(h.score > 0.5 for h in hits[:2])
     assert hits[2].line == 3
     assert hits[2].score < 0.5

@@ -54,9 +54,12 @@ _B: Final = 0.75
 _PHRASE_FLOOR: Final = 0.5
 _TERM_CEILING: Final = 0.49
 #: Share of a line's score taken from its best-matching neighbour line (the turn
-#: before or after, in the same document): the answer to a question often sits
-#: next to the line that names the question's subject.
-NEIGHBOUR_WEIGHT: Final = 0.15
+#: before or after, in the same document; see :data:`SECOND_NEIGHBOUR`): the
+#: answer to a question often sits next to the line that names its subject.
+#: Chosen on LoCoMo conversations 0-4 only (docs/performance.md).
+NEIGHBOUR_WEIGHT: Final = 0.30
+#: Lines two turns away count as neighbours at this fraction of their score.
+SECOND_NEIGHBOUR: Final = 0.5
 #: Share taken from how well the line's whole document matches: lines of a
 #: document that covers more of the query's terms rank higher.
 DOCUMENT_WEIGHT: Final = 0.15
@@ -225,13 +228,13 @@ def rank(
     terms_only: list[tuple[float, str, int, int]] = []
     for row, _counts, mask in rows:
         doc, number = row[1], row[3]
-        before = get((doc, number - 1), 0.0)
-        after = get((doc, number + 1), 0.0)
-        blended = (
-            own_weight * relative[(doc, number)]
-            + NEIGHBOUR_WEIGHT * (before if before > after else after)
-            + DOCUMENT_WEIGHT * doc_cover[doc]
+        neighbour = max(
+            get((doc, number - 1), 0.0),
+            get((doc, number + 1), 0.0),
+            SECOND_NEIGHBOUR * get((doc, number - 2), 0.0),
+            SECOND_NEIGHBOUR * get((doc, number + 2), 0.0),
         )
+        blended = own_weight * relative[(doc, number)] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[doc]
         # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
         blended = min(max(blended, 1e-5), 1.0)
         (maybe_phrase if mask == everything else terms_only).append((-blended, row[2], number, row[0]))
