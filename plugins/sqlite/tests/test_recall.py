@@ -174,3 +174,18 @@ def test_a_partition_where_every_line_shares_a_query_term_still_ranks_the_best_l
     phrase = recall(vault, "about the garden", limit=3)
     assert len(phrase) == 3
     assert all(h.score > 0.5 and "about the garden" in h.snippet for h in phrase)
+
+
+def test_one_common_word_over_more_lines_than_the_budget_still_finds_its_phrase_line(
+    vault: memvault.Vault,
+) -> None:
+    # 1,600 lines hold the only query term ("rivers" stems to "river"); one line holds the word itself.
+    for day in range(1, 5):
+        noise = "".join(f"a long line about rivers and many other things, number {i}\n" for i in range(400))
+        retain(vault, noise, tier="daily", key=f"2024-04-0{day}")
+    retain(vault, "the river\n", tier="daily", key="2024-05-01")
+    hits = recall(vault, "river", limit=3)
+    assert len(hits) == 3
+    assert hits[0].snippet == "the river"
+    assert hits[0].score > 0.5  # the whole query as a phrase (P17)
+    assert all(h.score < 0.5 for h in hits[1:])
