@@ -53,3 +53,31 @@ def test_hits_are_exactly_the_lines_sharing_a_term_phrase_lines_first_p17(
     assert all(s > 0.5 for s in phrase_scores)
     assert all(s < 0.5 for s in other_scores)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+chunk_st = st.lists(
+    st.sampled_from(["tea", "green", "walrus", "red", " ", "\n", "\r", "\r\n", "\x0b", "\x85", "\u2028"]),
+    min_size=1,
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(chunks=st.lists(chunk_st, min_size=1, max_size=6), query=st.sampled_from(["tea", "green", "walrus", "red"]))
+def test_appends_index_the_same_lines_as_one_write_of_the_whole_body_p17(
+    shared_vault: memvault.Vault, chunks: list[str], query: str
+) -> None:
+    appended, whole = f"agent{next(_ids)}", f"agent{next(_ids)}"
+    for chunk in chunks:
+        shared_vault.retain(
+            memvault.RetainRequest(workspace_id="w", agent_id=appended, tier="pins", content=chunk, mode="append")
+        )
+    shared_vault.retain(
+        memvault.RetainRequest(workspace_id="w", agent_id=whole, tier="pins", content="".join(chunks), mode="replace")
+    )
+
+    def found(agent: str) -> list[tuple[int, str, float]]:
+        hits = shared_vault.recall(memvault.RecallRequest(workspace_id="w", agent_id=agent, query=query, limit=50))
+        return [(h.line, h.snippet, h.score) for h in hits.hits]
+
+    assert found(appended) == found(whole)

@@ -10,12 +10,10 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final, TypeVar
-
-import attrs
 
 from memvault import text
 from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
@@ -38,7 +36,7 @@ from memvault.models import (
 )
 from memvault.models import QuarantineRecord as _QuarantineRecord
 from memvault_sqlite import schema
-from memvault_sqlite.search import Candidate, fts_query, query_terms, rank
+from memvault_sqlite.search import CANDIDATE_BUDGET, Row, fts_query, narrowed_queries, query_terms, rank
 
 __all__ = ["SqliteProvider"]
 
@@ -273,19 +271,26 @@ class SqliteProvider:
             conn = self._conn()
             with self._write(conn):
                 part = ref.partition
-                pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
-                assert pid is not None
-                row = conn.execute(
-                    "SELECT id, body, size FROM documents WHERE partition_id = ? AND tier = ? AND key = ?",
-                    (pid, ref.tier.value, ref.key),
+                # One statement finds the partition, the document and whether erasures await their scrub
+                # (nothing can add one while this transaction holds the write lock).
+                found = conn.execute(
+                    "SELECT p.id, d.id, d.body, d.size, EXISTS (SELECT 1 FROM pending_erasures) FROM partitions AS p"
+                    " LEFT JOIN documents AS d ON d.partition_id = p.id AND d.tier = ? AND d.key = ?"
+                    " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ?",
+                    (ref.tier.value, ref.key, part.workspace_id, part.kind, part.owner_id),
                 ).fetchone()
-                old_body = row[1] if row else ""
-                current = int(row[2]) if row else 0
+                if found is None:
+                    new_pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
+                    assert new_pid is not None
+                    pid, doc, old_body, current, pending = new_pid, None, "", 0, _any_pending(conn)
+                else:
+                    pid, doc, pending = int(found[0]), found[1], bool(found[4])
+                    old_body, current = (found[2], int(found[3])) if doc is not None else ("", 0)
                 body = old_body + request.content if request.mode == "append" else request.content
                 size = len(body.encode("utf-8"))
                 warning = check_cap(request.tier, current=current, projected=size)
                 stamp = schema.now_iso()
-                if row is None:
+                if doc is None:
                     cur = conn.execute(
                         "INSERT INTO documents (partition_id, workspace_id, agent_id, crew_id, tier, key, label,"
                         " body, size, data_subject_id, created_at, updated_at, sha256)"
@@ -307,16 +312,20 @@ class SqliteProvider:
                         ),
                     )
                     doc_id = int(cur.lastrowid or 0)
+                    schema.reindex_document(conn, doc_id, pid, old_body, body)
                 else:
-                    doc_id = int(row[0])
+                    doc_id = int(doc)
+                    # The line index first, then one UPDATE of the row: body, digest and the new counts.
+                    lines_delta, terms_delta = schema.reindex_document(
+                        conn, doc_id, pid, old_body, body, update_counts=False
+                    )
                     conn.execute(
-                        "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ? WHERE id = ?",
-                        (body, size, stamp, schema.body_sha256(body), doc_id),
+                        "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ?,"
+                        " line_count = line_count + ?, term_count = term_count + ? WHERE id = ?",
+                        (body, size, stamp, schema.body_sha256(body), lines_delta, terms_delta, doc_id),
                     )
                 if request.data_subject_id:
                     schema.tag_document(conn, doc_id, part.workspace_id, request.data_subject_id)
-                schema.reindex_document(conn, doc_id, pid, old_body, body)
-                pending = _any_pending(conn)
             return RetainResult(id=label, bytes=size, warning=warning), pending
 
         result, pending = self._retry(write, "retain")
@@ -335,46 +344,70 @@ class SqliteProvider:
 
         def search() -> RecallResult:
             conn = self._conn()
-            candidates: list[Candidate] = []
-            digests: dict[str, str] = {}
+            rows: list[Row] = []
             line_count = term_count = 0
-            # One read transaction: the statistics and the candidates see the same snapshot.
+            searched: list[tuple[int, tuple[str, ...]]] = []
+            # One read transaction: the statistics, the candidates, the texts and the digests see one snapshot.
             conn.execute("BEGIN")
             try:
                 for partition, tiers in request.scopes():
-                    pid = schema.partition_id(
-                        conn, partition.workspace_id, partition.kind, partition.owner_id, create=False
-                    )
-                    if pid is None:
-                        continue
                     tier_values = tuple(t.value for t in tiers)
                     marks = ", ".join("?" * len(tier_values))
-                    stats = conn.execute(
-                        "SELECT coalesce(sum(line_count), 0), coalesce(sum(term_count), 0) FROM documents"
-                        f" WHERE partition_id = ? AND tier IN ({marks})",
-                        (pid, *tier_values),
+                    found = conn.execute(
+                        "SELECT p.id, coalesce(sum(d.line_count), 0), coalesce(sum(d.term_count), 0)"
+                        " FROM partitions AS p LEFT JOIN documents AS d"
+                        f" ON d.partition_id = p.id AND d.tier IN ({marks})"
+                        " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? GROUP BY p.id",
+                        (*tier_values, partition.workspace_id, partition.kind, partition.owner_id),
                     ).fetchone()
-                    line_count += int(stats[0])
-                    term_count += int(stats[1])
-                    low = pid << schema.LINE_BITS
-                    fts = schema.fts_table(pid)
-                    rows = conn.execute(
-                        f"SELECT d.id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256 FROM {fts}"
-                        f" JOIN lines AS l ON l.id = {fts}.rowid"
-                        " JOIN documents AS d ON d.id = l.document_id"
-                        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})",
-                        (match, low, low + (1 << schema.LINE_BITS) - 1, *tier_values),
-                    ).fetchall()
-                    candidates.extend(
-                        Candidate(document=r[0], source=r[1], number=r[2], text=r[3], terms=r[4], length=r[5])
-                        for r in rows
-                    )
-                    digests.update((r[1], r[6]) for r in rows)
+                    if found is None:
+                        continue
+                    line_count += int(found[1])
+                    term_count += int(found[2])
+                    searched.append((int(found[0]), tier_values))
+                df: list[int] | None = None
+                budget = CANDIDATE_BUDGET
+                for pid, tier_values in searched:
+                    rows.extend(_candidates(conn, pid, tier_values, match, None, probe=budget + 1 - len(rows)))
+                if len(rows) > budget:
+                    # Many lines share a term (common words, a long history): count each term's lines,
+                    # then score only the lines a narrower query keeps (see narrowed_queries).
+                    df = [sum(_count(conn, pid, tiers, fts_query([t])) for pid, tiers in searched) for t in terms]
+                    chosen, fits = match, False
+                    for narrower in narrowed_queries(terms, df):
+                        chosen = narrower
+                        if sum(_count(conn, pid, tiers, narrower) for pid, tiers in searched) <= budget:
+                            fits = True
+                            break
+                    rows = []
+                    for pid, tier_values in searched:
+                        # Still too many (one common word, or lines holding every term abound): the
+                        # shortest lines, which BM25's length norm ranks first among equals.
+                        rows.extend(_candidates(conn, pid, tier_values, chosen, None if fits else budget))
+                    if not fits:
+                        rows = sorted(rows, key=lambda row: (row[5], row[0]))[:budget]
+
+                def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+                    """Each line's text and its document's digest (so the scanner needs no read-back)."""
+                    found: dict[int, tuple[str, str]] = {}
+                    for chunk in range(0, len(ids), 500):
+                        part = ids[chunk : chunk + 500]
+                        found.update(
+                            (lid, (line, digest))
+                            for lid, line, digest in conn.execute(
+                                "SELECT l.id, l.text, d.sha256 FROM lines AS l JOIN documents AS d"
+                                f" ON d.id = l.document_id WHERE l.id IN ({', '.join('?' * len(part))})",
+                                part,
+                            )
+                        )
+                    return found
+
+                hits = rank(
+                    query, rows, line_count=line_count, term_count=term_count, limit=request.limit, texts=texts, df=df
+                )
             finally:
                 conn.execute("COMMIT")
-            hits = rank(query, candidates, line_count=line_count, term_count=term_count, limit=request.limit)
-            # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
-            return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
+            return RecallResult(hits=hits)
 
         return self._retry(search, "recall")
 
@@ -663,6 +696,45 @@ def _record(row: tuple[str, ...]) -> _QuarantineRecord:
         created_at=_dt.datetime.fromisoformat(row[8]),
         data_subject_id=row[9],
     )
+
+
+def _count(conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str) -> int:
+    """How many lines of partition ``pid`` in ``tiers`` the FTS5 query ``match`` finds."""
+    fts = schema.fts_table(pid)
+    low = pid << schema.LINE_BITS
+    bounds = (match, low, low + (1 << schema.LINE_BITS) - 1)
+    marks = ", ".join("?" * len(tiers))
+    other = conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM documents WHERE partition_id = ? AND tier NOT IN ({marks}))", (pid, *tiers)
+    ).fetchone()[0]
+    if not other:  # every document of the partition is searched: the index alone answers
+        sql = f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ?"
+        return int(conn.execute(sql, bounds).fetchone()[0])
+    sql = (
+        f"SELECT count(*) FROM {fts} JOIN lines AS l ON l.id = {fts}.rowid JOIN documents AS d"
+        f" ON d.id = l.document_id WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})"
+    )
+    return int(conn.execute(sql, (*bounds, *tiers)).fetchone()[0])
+
+
+def _candidates(
+    conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str, limit: int | None, *, probe: int = -1
+) -> list[Row]:
+    """Narrow rows (no text, no digest) of partition ``pid``'s lines in ``tiers`` that ``match`` finds.
+
+    :param limit: ``None`` for every line; otherwise at most that many, the shortest first.
+    :param probe: with ``limit=None``, stop after this many lines (any; -1: no bound).
+    """
+    marks = ", ".join("?" * len(tiers))
+    low = pid << schema.LINE_BITS
+    fts = schema.fts_table(pid)
+    return conn.execute(
+        f"SELECT l.id, l.document_id, d.label, l.line_no, l.terms, l.length FROM {fts}"
+        f" JOIN lines AS l ON l.id = {fts}.rowid JOIN documents AS d ON d.id = l.document_id"
+        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})"
+        + (" LIMIT ?" if limit is None else " ORDER BY l.length, l.id LIMIT ?"),
+        (match, low, low + (1 << schema.LINE_BITS) - 1, *tiers, probe if limit is None else limit),
+    ).fetchall()
 
 
 def _any_pending(conn: sqlite3.Connection) -> bool:

@@ -142,23 +142,44 @@ def partition_id(conn: sqlite3.Connection, workspace_id: str, kind: str, owner_i
     return pid
 
 
-def reindex_document(conn: sqlite3.Connection, document_id: int, pid: int, old_body: str, new_body: str) -> None:
+def reindex_document(
+    conn: sqlite3.Connection, document_id: int, pid: int, old_body: str, new_body: str, *, update_counts: bool = True
+) -> tuple[int, int]:
     """Bring the document's lines and their FTS entries from ``old_body`` to ``new_body``.
 
     Only lines whose text changed are touched, so an append re-indexes the
     last old line and the new ones, not the whole document.
+
+    :param update_counts: add the changes to the document's ``line_count`` and
+        ``term_count`` here; ``False`` leaves that to the caller's own UPDATE.
+    :return: the change in indexed lines and in their total length in terms.
     """
-    old_lines = old_body.splitlines()
-    new_lines = new_body.splitlines()
-    stale = [n for n in range(1, len(old_lines) + 1) if n > len(new_lines) or old_lines[n - 1] != new_lines[n - 1]]
-    fresh = [n for n in range(1, len(new_lines) + 1) if n > len(old_lines) or old_lines[n - 1] != new_lines[n - 1]]
+    if new_body.startswith(old_body) and (not old_body or old_body.endswith("\n")):
+        # An append after a complete line (the usual retain): the old lines stay as they are,
+        # only the appended ones are indexed ("\n" cannot join the text after it into one line).
+        offset = len(old_body.splitlines())
+        added = new_body[len(old_body) :].splitlines()
+        stale: list[int] = []
+        fresh = list(range(offset + 1, offset + len(added) + 1))
+
+        def new_line(n: int) -> str:
+            return added[n - offset - 1]
+    else:
+        old_lines = old_body.splitlines()
+        new_lines = new_body.splitlines()
+        stale = [n for n in range(1, len(old_lines) + 1) if n > len(new_lines) or old_lines[n - 1] != new_lines[n - 1]]
+        fresh = [n for n in range(1, len(new_lines) + 1) if n > len(old_lines) or old_lines[n - 1] != new_lines[n - 1]]
+
+        def new_line(n: int) -> str:
+            return new_lines[n - 1]
+
     lines_delta = terms_delta = 0
     if stale:
         removed, removed_terms = delete_lines(conn, document_id, stale)
         lines_delta -= removed
         terms_delta -= removed_terms
     if fresh:
-        indexed = [il for n in fresh if (il := index_line(n, new_lines[n - 1])) is not None]
+        indexed = [il for n in fresh if (il := index_line(n, new_line(n))) is not None]
         if indexed:
             row = conn.execute(
                 "UPDATE partitions SET next_line = next_line + ? WHERE id = ? RETURNING next_line - ?",
@@ -171,17 +192,22 @@ def reindex_document(conn: sqlite3.Connection, document_id: int, pid: int, old_b
                 )
             first = (pid << LINE_BITS) | int(row[0])
             rows = [(first + i, document_id, il.number, il.text, il.terms, il.length) for i, il in enumerate(indexed)]
-            conn.executemany(
-                "INSERT INTO lines (id, document_id, line_no, text, terms, length) VALUES (?, ?, ?, ?, ?, ?)", rows
-            )
-            conn.executemany(f"INSERT INTO {fts_table(pid)} (rowid, terms) VALUES (?, ?)", [(r[0], r[4]) for r in rows])
+            insert_line = "INSERT INTO lines (id, document_id, line_no, text, terms, length) VALUES (?, ?, ?, ?, ?, ?)"
+            insert_terms = f"INSERT INTO {fts_table(pid)} (rowid, terms) VALUES (?, ?)"
+            if len(rows) == 1:  # the usual append of one turn: execute is cheaper than executemany
+                conn.execute(insert_line, rows[0])
+                conn.execute(insert_terms, (rows[0][0], rows[0][4]))
+            else:
+                conn.executemany(insert_line, rows)
+                conn.executemany(insert_terms, [(r[0], r[4]) for r in rows])
             lines_delta += len(indexed)
             terms_delta += sum(il.length for il in indexed)
-    if lines_delta or terms_delta:
+    if update_counts and (lines_delta or terms_delta):
         conn.execute(
             "UPDATE documents SET line_count = line_count + ?, term_count = term_count + ? WHERE id = ?",
             (lines_delta, terms_delta, document_id),
         )
+    return lines_delta, terms_delta
 
 
 def delete_lines(conn: sqlite3.Connection, document_id: int, numbers: list[int] | None = None) -> tuple[int, int]:
