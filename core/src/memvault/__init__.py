@@ -44,7 +44,15 @@ from memvault.models import (
     RetainResult,
     Tier,
 )
-from memvault.vault import AsyncVault, Vault, open, open_async, open_from_config  # noqa: A004
+from memvault.vault import (
+    AsyncVault,
+    Vault,
+    open,  # noqa: A004 - memvault.open mirrors the builtin on purpose
+    open_async,
+    open_configured,
+    open_from_config,
+    settings_from_pairs,
+)
 
 __all__ = [
     "AsyncVault",
@@ -81,5 +89,7 @@ __all__ = [
     "hookspec",
     "open",
     "open_async",
+    "open_configured",
     "open_from_config",
+    "settings_from_pairs",
 ]

@@ -19,7 +19,7 @@ import click
 from memvault.errors import InvalidRequest, MemvaultError
 from memvault.models import ForgetRequest, HealthStatus, ReadRequest, RecallRequest, RetainRequest, Tier
 from memvault.plugins import get_registry
-from memvault.vault import Vault, open_from_config, settings_from_pairs
+from memvault.vault import Vault, open_configured, settings_from_pairs
 from memvault.wire import unstructure
 
 __all__ = ["cli", "main"]
@@ -46,7 +46,6 @@ class _Context:
     def open(self, *, scanner: str | None = None) -> Vault:
         """Open the configured provider; ``scanner`` overrides the configured scanner (``"off"``)."""
         from memvault.config import load_config
-        from memvault.vault import open as open_vault
 
         settings = dict(settings_from_pairs(self.options))
         if "config" in settings:
@@ -56,20 +55,7 @@ class _Context:
             )
         if scanner is not None:
             settings["scanner"] = scanner
-        if self.provider is None:
-            return open_from_config(self.config, **settings)
-        config = load_config(self.config)
-        merged: dict[str, Any] = dict(config.providers.get(self.provider, {}))
-        merged.update(settings)
-        options: dict[str, Any] = {
-            "scanner": config.scanner,
-            "scan": config.scan,
-            "health_timeout": config.health_timeout,
-        }
-        for key in ("scanner", "health_timeout"):
-            if key in merged:
-                options[key] = merged.pop(key)
-        return open_vault(self.provider, **options, **merged)
+        return open_configured(load_config(self.config), self.provider, **settings)
 
 
 def _fail(exc: MemvaultError) -> None:

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import pluggy
 
@@ -43,7 +43,10 @@ from memvault.models import (
     RetainResult,
 )
 
-__all__ = ["AsyncVault", "Vault", "open", "open_async", "open_from_config"]
+if TYPE_CHECKING:
+    from memvault.config import Config
+
+__all__ = ["AsyncVault", "Vault", "open", "open_async", "open_configured", "open_from_config"]
 
 #: Default health deadlines in seconds (contract P26).
 LOCAL_HEALTH_DEADLINE: Final = 0.2
@@ -387,18 +390,31 @@ def open_from_config(config: str | os.PathLike[str] | None = None, **overrides: 
     """
     from memvault.config import load_config
 
-    loaded = load_config(config)
-    settings: dict[str, Any] = dict(loaded.providers.get(loaded.provider, {}))
+    return open_configured(load_config(config), **overrides)
+
+
+def open_configured(config: Config, name: str | None = None, /, **overrides: Any) -> Vault:
+    """Open provider ``name`` (default: the one ``config`` names) as a loaded config says.
+
+    The one place that turns a :class:`memvault.config.Config` into a vault, for
+    :func:`open_from_config`, the CLI and ``memvault serve``: the config's settings
+    for that provider, its scanner, scan policy and health timeout.
+
+    :param overrides: provider settings that win over the config's; ``scanner``,
+        ``health_timeout`` and ``plugins`` among them go to :func:`open` instead.
+    """
+    name = name or config.provider
+    settings: dict[str, Any] = dict(config.providers.get(name, {}))
     settings.update(overrides)
     vault_options: dict[str, Any] = {
-        "scanner": loaded.scanner,
-        "scan": loaded.scan,
-        "health_timeout": loaded.health_timeout,
+        "scanner": config.scanner,
+        "scan": config.scan,
+        "health_timeout": config.health_timeout,
     }
     for key in ("scanner", "health_timeout", "plugins"):
         if key in settings:
             vault_options[key] = settings.pop(key)
-    return open(loaded.provider, **vault_options, **settings)
+    return open(name, **vault_options, **settings)
 
 
 def open_async(name: str, /, **kwargs: Any) -> AsyncVault:

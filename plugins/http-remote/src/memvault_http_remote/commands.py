@@ -12,8 +12,7 @@ import click
 
 from memvault.config import load_config
 from memvault.errors import InvalidRequest, MemvaultError
-from memvault.vault import open as open_vault
-from memvault.vault import settings_from_pairs
+from memvault.vault import open_configured, settings_from_pairs
 from memvault_http_remote.settings import ServerSettings, TokenStore, hash_token, load_tokens_file
 
 __all__ = ["serve", "token"]
@@ -107,16 +106,8 @@ def serve(
         return
     # Open the provider before any warning: a mistyped name or a missing setting is
     # the one message the user needs, not buried under the no-token warning.
-    vault_options: dict[str, Any] = {
-        "scanner": config.scanner,
-        "scan": config.scan,
-        "health_timeout": config.health_timeout,
-    }
-    for key in ("scanner", "health_timeout"):
-        if key in settings:
-            vault_options[key] = settings.pop(key)
     try:
-        vault = open_vault(name, **vault_options, **settings)
+        vault = open_configured(config, name, **settings)
     except MemvaultError as exc:
         _fail(str(exc), 2 if isinstance(exc, InvalidRequest) else 1)
         return

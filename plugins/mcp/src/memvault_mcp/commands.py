@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from memvault import InvalidRequest, MemvaultError
+from memvault import InvalidRequest, MemvaultError, settings_from_pairs
 from memvault_mcp.config import DEFAULT_PRINCIPAL, ServerConfig, load_server_config, parse_server_config
 
 __all__ = ["mcp"]
@@ -46,17 +45,6 @@ def _resolve_config(
             source=config.source,
         )
     return config
-
-
-def _pairs(pairs: Iterable[str]) -> dict[str, str]:
-    """``--option key=value`` pairs of the root command."""
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidRequest(f"--option {pair!r} is not KEY=VALUE", field="option")
-        out[key.strip()] = value
-    return out
 
 
 def _tokens_path(config: ServerConfig, tokens_file: str | None) -> Path | None:
@@ -118,7 +106,7 @@ def mcp(
     root = ctx.find_root().obj
     try:
         config = _resolve_config(slots_file, slot_names, principal, workspace)
-        root_options = _pairs(getattr(root, "options", ()) or ())
+        root_options = dict(settings_from_pairs(getattr(root, "options", ()) or ()))
         tokens = TokenStore([])
         tokens_path = _tokens_path(config, tokens_file)
         if transport == "http" and tokens_path is not None:
