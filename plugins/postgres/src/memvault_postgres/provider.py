@@ -194,6 +194,12 @@ class PostgresProvider:
         except MemvaultError:
             raise
         except PoolTimeout as exc:
+            unreachable = self._unreachable()
+            if unreachable:
+                raise UpstreamError(
+                    f"cannot connect to PostgreSQL {self.where} during {verb}: {unreachable}; the pool "
+                    "reconnects by itself once the server is back"
+                ) from exc
             raise UpstreamTimeout(
                 f"no PostgreSQL connection became free within {self.pool_timeout:g} s during {verb} "
                 f"({self.where} unreachable, or all {self.pool_size} pooled connections busy): retry, raise "
@@ -213,6 +219,14 @@ class PostgresProvider:
             ) from exc
         except psycopg.Error as exc:
             raise UpstreamError(f"PostgreSQL {self.where} failed during {verb}: {_first_line(exc)}") from exc
+
+    def _unreachable(self) -> str:
+        """Why a new connection fails right now ("" when it succeeds): names the cause of a pool timeout."""
+        try:
+            psycopg.connect(self._conninfo, connect_timeout=2).close()
+        except psycopg.Error as exc:
+            return _first_line(exc)
+        return ""
 
     def _run(self, action: Callable[[_Conn], _T], verb: str) -> _T:
         """Run ``action`` on a pooled connection; a deadlock or serialization failure is retried."""
