@@ -14,6 +14,7 @@ import datetime as _dt
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Final, TypeVar
@@ -52,6 +53,8 @@ _T = TypeVar("_T")
 _Conn = psycopg.Connection[tuple[Any, ...]]
 #: The provider's own health deadline: under the 1 s a remote store gets (P26).
 HEALTH_DEADLINE: Final = 0.9
+#: Seconds after a successful call during which a pooled connection is lent without a check.
+_TRUST_RECENT: Final = 1.0
 _RECENTLY_DEAD: Final = re.compile(r"(\d+) dead row versions cannot be removed yet")
 #: Errors after which the whole transaction was rolled back and is safe to run again.
 _RETRYABLE: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
@@ -122,6 +125,7 @@ class PostgresProvider:
         self._conninfo = make_conninfo("", **params)
         self.where = _describe(params)
         self._partitions: dict[tuple[str, str, str], int] = {}
+        self._last_used: weakref.WeakKeyDictionary[_Conn, float] = weakref.WeakKeyDictionary()
         self._health_lock = threading.Lock()
         self._health_conn: _Conn | None = None
         self._closed = False
@@ -133,7 +137,7 @@ class PostgresProvider:
             max_size=self.pool_size,
             timeout=self.pool_timeout,
             configure=self._configure,
-            check=ConnectionPool.check_connection,
+            check=self._check,
             name=f"memvault-postgres-{schema}",
             open=False,
         )
@@ -147,6 +151,19 @@ class PostgresProvider:
     def _configure(self, conn: _Conn) -> None:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(self.statement_timeout * 1000)}",))
+
+    def _check(self, conn: _Conn) -> None:
+        """Before lending a connection: one round trip to prove it alive, unless it just was.
+
+        A connection used less than :data:`_TRUST_RECENT` seconds ago skips the
+        check (it saves a round trip per call under load); if the server went
+        away in that window, the call fails with a typed error and the pool
+        replaces the broken connection, like any connection lost mid-call.
+        """
+        last = self._last_used.get(conn)
+        if last is not None and time.monotonic() - last < _TRUST_RECENT:
+            return
+        ConnectionPool.check_connection(conn)
 
     def _open_schema(self) -> None:
         try:
@@ -236,7 +253,9 @@ class PostgresProvider:
             for attempt in range(5):
                 try:
                     with self.pool.connection() as conn:
-                        return action(conn)
+                        result = action(conn)
+                        self._last_used[conn] = time.monotonic()
+                        return result
                 except _RETRYABLE:
                     if attempt == 4:
                         raise
@@ -321,38 +340,35 @@ class PostgresProvider:
             return RecallResult(hits=[])
 
         def search(conn: _Conn) -> RecallResult:
-            candidates: list[Candidate] = []
-            digests: dict[str, str] = {}
-            line_count = term_count = 0
-            # One snapshot: the statistics and the candidates agree.
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                for partition, tiers in request.scopes():
-                    pid = self._partition(conn, partition, create=False)
-                    if pid is None:
-                        continue
-                    tier_values = [t.value for t in tiers]
-                    stats = conn.execute(
-                        "SELECT coalesce(sum(line_count), 0), coalesce(sum(term_count), 0) FROM documents"
-                        " WHERE partition_id = %s AND tier = ANY(%s)",
-                        (pid, tier_values),
-                    ).fetchone()
-                    assert stats is not None
-                    line_count += int(stats[0])
-                    term_count += int(stats[1])
-                    rows = conn.execute(
-                        "SELECT l.document_id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256"
-                        " FROM lines AS l JOIN documents AS d"
-                        " ON d.partition_id = l.partition_id AND d.id = l.document_id"
-                        " WHERE l.partition_id = %s AND l.tsv @@ %s::tsquery AND l.tier = ANY(%s)"
-                        " AND d.partition_id = %s",
-                        (pid, ts_query(pid, terms), tier_values, pid),
-                    ).fetchall()
-                    candidates.extend(
-                        Candidate(document=r[0], source=r[1], number=r[2], text=r[3], terms=r[4], length=r[5])
-                        for r in rows
-                    )
-                    digests.update((r[1], r[6]) for r in rows)
+            pids: list[int] = []
+            tier_values: list[str] = []
+            for partition, tiers in request.scopes():
+                pid = self._partition(conn, partition, create=False)
+                if pid is not None:
+                    pids.append(pid)
+                    # An agent partition holds only agent tiers and a crew partition only CREW,
+                    # so one tier list for all the scopes selects exactly each scope's tiers.
+                    tier_values.extend(t.value for t in tiers)
+            if not pids:
+                return RecallResult(hits=[])
+            # One statement, so one snapshot: the statistics and the candidates agree, in one round trip.
+            rows = conn.execute(
+                "WITH stats AS (SELECT coalesce(sum(line_count), 0) AS lines, coalesce(sum(term_count), 0) AS terms"
+                " FROM documents WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
+                " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
+                " SELECT l.document_id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256"
+                " FROM lines AS l JOIN documents AS d ON d.partition_id = l.partition_id AND d.id = l.document_id"
+                " WHERE l.partition_id = ANY(%(pids)s) AND d.partition_id = ANY(%(pids)s)"
+                " AND l.tsv @@ %(query)s::tsquery AND l.tier = ANY(%(tiers)s)) AS c ON true",
+                {"pids": pids, "tiers": tier_values, "query": " | ".join(ts_query(pid, terms) for pid in pids)},
+            ).fetchall()
+            line_count, term_count = int(rows[0][0]), int(rows[0][1])
+            candidates = [
+                Candidate(document=r[2], source=r[3], number=r[4], text=r[5], terms=r[6], length=r[7])
+                for r in rows
+                if r[2] is not None
+            ]
+            digests = {str(r[3]): str(r[8]) for r in rows if r[2] is not None}
             hits = rank(query, candidates, line_count=line_count, term_count=term_count, limit=request.limit)
             # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
             return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
