@@ -24,6 +24,7 @@ BENCHES: dict[str, list[str]] = {
     "http-remote": ["http_bench.py", "--write"],
     "scanner": ["scan_bench.py", "--out", str(RESULTS / "scanner.md")],
     "lifecycle": ["lifecycle_bench.py"],
+    "postgres": ["postgres_bench.py", "--out", str(RESULTS / "postgres.md")],
 }
 
 
