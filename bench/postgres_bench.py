@@ -182,6 +182,35 @@ def serve(cluster: TemporaryCluster, schema: str, cwd: Path) -> tuple[subprocess
     raise RuntimeError("memvault serve did not start")
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes (and their reaped children) used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15]) / tick
+    return total
+
+
+def server_pids(cluster: TemporaryCluster) -> list[int]:
+    postmaster = int((cluster.data_dir / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                pids.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+#: CPU seconds per second of the last replica run: clients, replicas, PostgreSQL.
+CPU_SHARES: dict[int, dict[str, float]] = {}
+
+
 def replica_throughput(cluster: TemporaryCluster, tmp: Path, replicas: int, seconds: float = 10.0) -> float:
     schema = f"replicas_{replicas}"
     memvault.open("postgres", dsn=cluster.dsn(), schema=schema).close()
@@ -209,15 +238,26 @@ def replica_throughput(cluster: TemporaryCluster, tmp: Path, replicas: int, seco
     try:
         for t in threads:
             t.start()
+        time.sleep(1.0)  # connections made, pools warm
+        base = sum(acked)
+        watched = {
+            "clients": [os.getpid()],
+            "replicas": [p.pid for p, _url in procs],
+            "postgres": server_pids(cluster),
+        }
+        before = {k: cpu_seconds(v) for k, v in watched.items()}
         time.sleep(seconds)
+        CPU_SHARES[replicas] = {k: (cpu_seconds(v) - before[k]) / seconds for k, v in watched.items()}
+        done = sum(acked) - base
         stop.set()
         for t in threads:
             t.join(30)
     finally:
+        stop.set()
         for proc, _url in procs:
             proc.terminate()
             proc.wait(15)
-    return sum(acked) / seconds
+    return done / seconds
 
 
 # -- main -----------------------------------------------------------------------
@@ -231,6 +271,7 @@ def main() -> None:
         "--budget", type=float, default=2400.0, help="seconds of building before larger sizes are skipped"
     )
     parser.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
+    parser.add_argument("--only-replicas", action="store_true", help="run only the replica throughput part")
     args = parser.parse_args()
     if not args.dataset.is_file():
         sys.exit(f"LoCoMo dataset not found at {args.dataset}: pass --dataset PATH/locomo10.json")
@@ -244,6 +285,10 @@ def main() -> None:
             version = conn.execute("SHOW server_version").fetchone()[0]
         print(f"PostgreSQL {version}, python {sys.version.split()[0]}, {os.cpu_count()} cores", flush=True)
 
+        if args.only_replicas:
+            throughput = {n: replica_throughput(cluster, tmp, n) for n in (1, 2)}
+            print(throughput, CPU_SHARES)
+            return
         # 4. LoCoMo quality first: it is the gate.
         data = locomo.load()
         quality: dict[str, dict[int, float]] = {}
@@ -288,10 +333,18 @@ def main() -> None:
             f"| {row['lines']:,} lines | {ms(s['p50'])} | {ms(s['p95'])} | {ms(p['p50'])} | {ms(p['p95'])} |"
             f" {p['build_s']:.0f} s |"
         )
-    report.append("\n| `memvault serve` replicas on one database, 8 writer threads | appends per second |")
-    report.append("|---|---|")
+    report.append(
+        "\n| `memvault serve` replicas on one database, 8 writer threads | appends per second |"
+        " CPU: clients | CPU: replicas | CPU: PostgreSQL |"
+    )
+    report.append("|---|---|---|---|---|")
     for n, value in throughput.items():
-        report.append(f"| {n} | {value:.0f} |")
+        cpu = CPU_SHARES.get(n, {})
+        report.append(
+            f"| {n} | {value:.0f} | {cpu.get('clients', 0):.2f} | {cpu.get('replicas', 0):.2f} |"
+            f" {cpu.get('postgres', 0):.2f} |"
+        )
+    report.append("\n(CPU: cores busy on average, out of the machine's cores.)")
     text = "\n".join(report) + "\n"
     print(text)
     if args.out:
