@@ -198,10 +198,16 @@ class PostgresProvider:
         """Close the pool and every connection this provider opened. Idempotent."""
         self._closed = True
         self.pool.close(timeout=2.0)
-        with self._health_lock:
-            if self._health_conn is not None:
-                self._health_conn.close()
-                self._health_conn = None
+        # A probe stuck on a hung server holds the lock: do not wait for it past a second.
+        locked = self._health_lock.acquire(timeout=1.0)
+        try:
+            conn, self._health_conn = self._health_conn, None
+            if conn is not None:
+                with suppress(Exception):
+                    conn.close()
+        finally:
+            if locked:
+                self._health_lock.release()
 
     @contextmanager
     def _errors(self, verb: str) -> Iterator[None]:
