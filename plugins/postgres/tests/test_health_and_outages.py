@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psycopg
@@ -47,13 +47,22 @@ def _server_pids(cluster: TemporaryCluster) -> list[int]:
 def frozen_server(cluster: TemporaryCluster) -> Iterator[None]:
     """The server hangs: every process of it stopped (SIGSTOP), resumed on exit."""
     pids = _server_pids(cluster)
+
+    def resume() -> None:
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+    # A body that hangs on the frozen server must fail its timing assertions, not hang the session.
+    watchdog = threading.Timer(15.0, resume)
+    watchdog.start()
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     try:
         yield
     finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+        watchdog.cancel()
+        resume()
 
 
 def test_health_is_ok_on_a_live_server_and_leaves_nothing_behind_p25_p27(

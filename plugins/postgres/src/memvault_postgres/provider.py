@@ -198,16 +198,19 @@ class PostgresProvider:
         """Close the pool and every connection this provider opened. Idempotent."""
         self._closed = True
         self.pool.close(timeout=2.0)
-        # A probe stuck on a hung server holds the lock: do not wait for it past a second.
-        locked = self._health_lock.acquire(timeout=1.0)
-        try:
-            conn, self._health_conn = self._health_conn, None
-            if conn is not None:
-                with suppress(Exception):
-                    conn.close()
-        finally:
-            if locked:
+        # A probe stuck on a hung server holds the lock and its connection (closing a
+        # connection in use would wait for it): then the probe closes it when it returns.
+        if self._health_lock.acquire(timeout=1.0):
+            try:
+                self._drop_health_conn()
+            finally:
                 self._health_lock.release()
+
+    def _drop_health_conn(self) -> None:
+        conn, self._health_conn = self._health_conn, None
+        if conn is not None:
+            with suppress(Exception):
+                conn.close()
 
     @contextmanager
     def _errors(self, verb: str) -> Iterator[None]:
@@ -518,6 +521,8 @@ class PostgresProvider:
             try:
                 outcome.append(self._probe())
             finally:
+                if self._closed:
+                    self._drop_health_conn()
                 done.set()
                 self._health_lock.release()
 
