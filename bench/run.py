@@ -25,6 +25,7 @@ BENCHES: dict[str, list[str]] = {
     "scanner": ["scan_bench.py", "--out", str(RESULTS / "scanner.md")],
     "lifecycle": ["lifecycle_bench.py"],
     "mcp": ["mcp_bench.py", "--write"],
+    "postgres": ["postgres_bench.py", "--out", str(RESULTS / "postgres.md")],
 }
 
 

@@ -53,9 +53,9 @@ def test_d2_deny_list_hides_a_plugin(tmp_path: Path) -> None:
 
 
 def test_d3_unknown_provider_lists_every_installed_one(tmp_path: Path) -> None:
-    result = run(tmp_path, "--provider", "postgres", "recall", "--workspace", "w", "--agent", "a", "q")
+    result = run(tmp_path, "--provider", "couchdb", "recall", "--workspace", "w", "--agent", "a", "q")
     assert result.returncode == 1
-    assert "no provider named 'postgres'" in result.stderr
+    assert "no provider named 'couchdb'" in result.stderr
     for name in ("http-remote", "local-disk", "memory", "sqlite"):
         assert name in result.stderr
 

@@ -4,7 +4,8 @@ A store moves sqlite -> local-disk -> sqlite through the installed `memvault`
 command (each step a separate process, as an operator runs it) and
 sqlite -> memory -> sqlite through the library; every document's body,
 subjects, owner and label, and every quarantine copy, must arrive unchanged.
-Each provider is a list: the lead adds postgres to PROVIDERS at merge.
+The move through PostgreSQL (sqlite -> postgres -> local-disk -> sqlite) is
+plugins/postgres/tests/test_moving.py, where a real server runs.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def test_d3_open_from_config_opens_the_named_provider(tmp_path: Path) -> None:
 
 def test_d3_unknown_provider_in_config_lists_installed(tmp_path: Path) -> None:
     path = tmp_path / "memvault.toml"
-    path.write_text('provider = "postgres"\n')
+    path.write_text('provider = "couchdb"\n')
     with pytest.raises(ProviderNotFound, match="installed providers: .*memory"):
         memvault.open_from_config(str(path))
 

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from attrs import frozen
 
-from memvault.errors import MemvaultError
+from memvault.errors import MemvaultError, UpstreamError, UpstreamTimeout
 
 __all__ = ["Check", "run_checks"]
 
@@ -96,6 +96,16 @@ def _scratch_health(name: str) -> Check:
         try:
             with open_vault(name, **dict(info.scratch(Path(tmp)))) as vault:
                 status = vault.health()
+        except (UpstreamError, UpstreamTimeout) as exc:
+            # A provider in front of a server (PostgreSQL, a memory service) installs fine on a
+            # machine without one: that is only a problem where it is the configured store,
+            # which the store check below probes with the real settings.
+            return Check(
+                label,
+                "warn",
+                f"{version}: its server is not reachable with the default settings: {exc}",
+                f"only if you use {name}: give it its server's address (see its README)",
+            )
         except MemvaultError as exc:
             return Check(
                 label, "fail", f"{version}: a fresh instance does not open: {exc}", f"reinstall {info.distribution}"

@@ -1,0 +1,355 @@
+"""The postgres provider next to sqlite, on the same data in the same run (figures: docs/performance.md).
+
+1. Single-retain rate: committed appends per second through ``vault.retain``,
+   one at a time, for sqlite (``synchronous=full``) and postgres (a throwaway
+   local server with ``fsync=on``, ``synchronous_commit=on``).
+2. Recall latency p50/p95 at growing store sizes (default 10k, 100k and 1M
+   lines; 1,000 lines per partition as 10 daily documents of LoCoMo turns,
+   every line retained through ``vault.retain``), LoCoMo questions as queries.
+3. Write throughput through ``memvault serve --provider postgres``: one replica
+   against two on the same database, 8 client threads appending.
+4. LoCoMo recall@1/5/10/20 through ``vault.recall`` for both providers.
+
+The PostgreSQL server is started by the bench (``memvault_postgres.testing``),
+so nothing but the server binaries is needed.
+
+Run: ``python bench/postgres_bench.py [--dataset PATH] [--sizes 10000,100000,1000000] [--out FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import memvault
+from memvault_postgres.testing import TemporaryCluster
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import sqlite_locomo as locomo  # noqa: E402
+
+DEFAULT_DATASET = HERE / "data" / "locomo" / "locomo10.json"
+LINES_PER_PARTITION = 1000
+DOCS_PER_PARTITION = 10
+QUERIES = 200
+random.seed(11)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.2f} ms"
+
+
+def corpus() -> tuple[list[str], list[str]]:
+    data = locomo.load()
+    lines: list[str] = []
+    questions: list[str] = []
+    for sample in data:
+        conv = sample["conversation"]
+        for key in sorted(conv, key=lambda k: (len(k), k)):
+            if key.startswith("session_") and isinstance(conv[key], list):
+                lines.extend(locomo.turn_line(t) for t in conv[key])
+        questions.extend(str(q["question"]) for q in sample["qa"] if q.get("category") in (1, 2, 3, 4))
+    return lines, questions
+
+
+def partition_docs(lines: list[str], p: int) -> list[str]:
+    start = (p * 997) % len(lines)
+    mine = [lines[(start + i) % len(lines)] for i in range(LINES_PER_PARTITION)]
+    per = LINES_PER_PARTITION // DOCS_PER_PARTITION
+    return ["".join(ln + "\n" for ln in mine[d * per : (d + 1) * per]) for d in range(DOCS_PER_PARTITION)]
+
+
+@contextmanager
+def stores(tmp: Path, cluster: TemporaryCluster, schema: str) -> Iterator[dict[str, memvault.Vault]]:
+    with (
+        memvault.open("sqlite", path=str(tmp / f"{schema}.db"), scanner="off") as sqlite_vault,
+        memvault.open("postgres", dsn=cluster.dsn(), schema=schema, scanner="off") as pg_vault,
+    ):
+        yield {"sqlite": sqlite_vault, "postgres": pg_vault}
+
+
+# -- 1. single-retain rate ------------------------------------------------------
+
+
+def retain_rate(vaults: dict[str, memvault.Vault], lines: list[str], n: int = 400) -> dict[str, float]:
+    out = {}
+    for name, vault in vaults.items():
+        start = time.perf_counter()
+        for i in range(n):
+            vault.retain(
+                memvault.RetainRequest(
+                    workspace_id="rate",
+                    agent_id=f"agent-{i % 20}",
+                    tier="daily",
+                    key="2024-02-01",
+                    content=lines[i % len(lines)][:120] + "\n",
+                    mode="append",
+                )
+            )
+        out[name] = n / (time.perf_counter() - start)
+    return out
+
+
+# -- 2. recall at scale ---------------------------------------------------------
+
+
+def grow(vault: memvault.Vault, lines: list[str], start: int, stop: int) -> float:
+    began = time.perf_counter()
+    for p in range(start, stop):
+        for d, body in enumerate(partition_docs(lines, p)):
+            vault.retain(
+                memvault.RetainRequest(
+                    workspace_id="bench",
+                    agent_id=f"agent-{p}",
+                    tier="daily",
+                    key=f"2024-01-{d + 1:02d}",
+                    content=body,
+                    mode="replace",
+                )
+            )
+    return time.perf_counter() - began
+
+
+def recall_times(vault: memvault.Vault, queries: list[tuple[int, str]]) -> list[float]:
+    times = []
+    for p, q in queries:
+        start = time.perf_counter()
+        vault.recall(memvault.RecallRequest(workspace_id="bench", agent_id=f"agent-{p}", query=q))
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def scale(
+    vaults: dict[str, memvault.Vault], lines: list[str], questions: list[str], sizes: list[int], budget: float
+) -> list[dict[str, Any]]:
+    results = []
+    have = 0
+    began = time.perf_counter()
+    for size in sizes:
+        partitions = size // LINES_PER_PARTITION
+        if time.perf_counter() - began > budget:
+            print(f"  skipping {size} lines: build budget of {budget:.0f} s spent", flush=True)
+            break
+        built = {name: grow(v, lines, have, partitions) for name, v in vaults.items()}
+        have = partitions
+        targets = random.sample(range(partitions), min(25, partitions))
+        queries = [(p, random.choice(questions)) for p in targets for _ in range(QUERIES // len(targets))]
+        row: dict[str, Any] = {"lines": size}
+        for name, vault in vaults.items():
+            recall_times(vault, queries[:10])  # warm caches
+            times = recall_times(vault, queries)
+            row[name] = {"p50": statistics.median(times), "p95": pct(times, 0.95), "build_s": built[name]}
+        results.append(row)
+        print(f"  {size} lines: {row}", flush=True)
+    return results
+
+
+# -- 3. replicas ----------------------------------------------------------------
+
+
+def serve(cluster: TemporaryCluster, schema: str, cwd: Path) -> tuple[subprocess.Popen[str], str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    command = [sys.executable, "-c", "from memvault.cli import main; main()", "serve", "--provider", "postgres"]
+    proc = subprocess.Popen(
+        [*command, "-o", f"dsn={cluster.dsn()}", "-o", f"schema={schema}", "--port", "0"],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "listening on " in line:
+            return proc, line.split("listening on ", 1)[1].split(" ", 1)[0]
+    raise RuntimeError("memvault serve did not start")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes (and their reaped children) used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15]) / tick
+    return total
+
+
+def server_pids(cluster: TemporaryCluster) -> list[int]:
+    postmaster = int((cluster.data_dir / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                pids.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+#: CPU seconds per second of the last replica run: clients, replicas, PostgreSQL.
+CPU_SHARES: dict[int, dict[str, float]] = {}
+
+
+def replica_throughput(cluster: TemporaryCluster, tmp: Path, replicas: int, seconds: float = 10.0) -> float:
+    schema = f"replicas_{replicas}"
+    memvault.open("postgres", dsn=cluster.dsn(), schema=schema).close()
+    procs = [serve(cluster, schema, tmp) for _ in range(replicas)]
+    acked = [0] * 8
+    stop = threading.Event()
+
+    def writer(w: int) -> None:
+        url = procs[w % replicas][1]
+        with memvault.open("http-remote", url=url, scanner="off") as vault:
+            while not stop.is_set():
+                vault.retain(
+                    memvault.RetainRequest(
+                        workspace_id="load",
+                        agent_id=f"agent-{w}",
+                        tier="daily",
+                        key=f"2024-03-{acked[w] // 200 + 1:02d}",
+                        content=f"writer {w} line {acked[w]} about the weekend plans\n",
+                        mode="append",
+                    )
+                )
+                acked[w] += 1
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(1.0)  # connections made, pools warm
+        base = sum(acked)
+        watched = {
+            "clients": [os.getpid()],
+            "replicas": [p.pid for p, _url in procs],
+            "postgres": server_pids(cluster),
+        }
+        before = {k: cpu_seconds(v) for k, v in watched.items()}
+        time.sleep(seconds)
+        CPU_SHARES[replicas] = {k: (cpu_seconds(v) - before[k]) / seconds for k, v in watched.items()}
+        done = sum(acked) - base
+        stop.set()
+        for t in threads:
+            t.join(30)
+    finally:
+        stop.set()
+        for proc, _url in procs:
+            proc.terminate()
+            proc.wait(15)
+    return done / seconds
+
+
+# -- main -----------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="LoCoMo's locomo10.json")
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="store sizes in lines, comma-separated")
+    parser.add_argument(
+        "--budget", type=float, default=2400.0, help="seconds of building before larger sizes are skipped"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
+    parser.add_argument("--only-replicas", action="store_true", help="run only the replica throughput part")
+    args = parser.parse_args()
+    if not args.dataset.is_file():
+        sys.exit(f"LoCoMo dataset not found at {args.dataset}: pass --dataset PATH/locomo10.json")
+    locomo.DATASET = args.dataset
+    lines, questions = corpus()
+    report: list[str] = []
+    cluster = TemporaryCluster(settings={"fsync": "on", "full_page_writes": "on", "shared_buffers": "256MB"})
+    with cluster, tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        with cluster.admin() as conn:
+            version = conn.execute("SHOW server_version").fetchone()[0]
+        print(f"PostgreSQL {version}, python {sys.version.split()[0]}, {os.cpu_count()} cores", flush=True)
+
+        if args.only_replicas:
+            throughput = {n: replica_throughput(cluster, tmp, n) for n in (1, 2)}
+            print(throughput, CPU_SHARES)
+            return
+        # 4. LoCoMo quality first: it is the gate.
+        data = locomo.load()
+        quality: dict[str, dict[int, float]] = {}
+        latency: dict[str, list[float]] = {}
+        with stores(tmp, cluster, "locomo") as vaults:
+            for name, vault in vaults.items():
+                where, _notes = locomo.build(vault, data)
+                quality[name], _n, latency[name] = locomo.evaluate(vault, data, where)
+                print(f"  LoCoMo {name}: {quality[name]}", flush=True)
+
+        with stores(tmp, cluster, "rate") as vaults:
+            rates = retain_rate(vaults, lines)
+        print(f"  retain rate: {rates}", flush=True)
+
+        throughput = {n: replica_throughput(cluster, tmp, n) for n in (1, 2)}
+        print(f"  replicas: {throughput}", flush=True)
+
+        sizes = [int(s) for s in args.sizes.split(",") if s]
+        with stores(tmp, cluster, "scale") as vaults:
+            rows = scale(vaults, lines, questions, sizes, args.budget)
+
+    report.append(
+        f"PostgreSQL {version} (local, fsync on), SQLite via Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} cores shared with other jobs.\n"
+    )
+    report.append("| LoCoMo (categories 1-4) | recall@1 | recall@5 | recall@10 | recall@20 | recall p50 |")
+    report.append("|---|---|---|---|---|---|")
+    for name in ("sqlite", "postgres"):
+        q = quality[name]
+        report.append(
+            f"| {name} | {q[1]:.3f} | {q[5]:.3f} | {q[10]:.3f} | {q[20]:.3f} | {ms(statistics.median(latency[name]))} |"
+        )
+    report.append("\n| single retains (one at a time, committed) | per second |")
+    report.append("|---|---|")
+    for name, rate in rates.items():
+        report.append(f"| {name} | {rate:.0f} |")
+    report.append("\n| store size | sqlite p50 | sqlite p95 | postgres p50 | postgres p95 | postgres build |")
+    report.append("|---|---|---|---|---|---|")
+    for row in rows:
+        s, p = row["sqlite"], row["postgres"]
+        report.append(
+            f"| {row['lines']:,} lines | {ms(s['p50'])} | {ms(s['p95'])} | {ms(p['p50'])} | {ms(p['p95'])} |"
+            f" {p['build_s']:.0f} s |"
+        )
+    report.append(
+        "\n| `memvault serve` replicas on one database, 8 writer threads | appends per second |"
+        " CPU: clients | CPU: replicas | CPU: PostgreSQL |"
+    )
+    report.append("|---|---|---|---|---|")
+    for n, value in throughput.items():
+        cpu = CPU_SHARES.get(n, {})
+        report.append(
+            f"| {n} | {value:.0f} | {cpu.get('clients', 0):.2f} | {cpu.get('replicas', 0):.2f} |"
+            f" {cpu.get('postgres', 0):.2f} |"
+        )
+    report.append("\n(CPU: cores busy on average, out of the machine's cores.)")
+    text = "\n".join(report) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,784 @@
+"""The ``postgres`` provider: memvault documents in one PostgreSQL database.
+
+Every verb is one short transaction on a pooled connection. Appends lock the
+document's row (``SELECT ... FOR UPDATE``), check the cap on the final body and
+write it in the same transaction, so any number of writers in any number of
+processes and hosts interleave whole writes only. Recall selects candidate
+lines through a GIN index local to the partition and ranks them here (see
+:mod:`memvault_postgres.search`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, Final, TypeVar
+
+import attrs
+import psycopg
+import psycopg.errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from memvault import text
+from memvault.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.markers import hookimpl
+from memvault.models import (
+    Capability,
+    DocumentInfo,
+    ForgetRequest,
+    ForgetResult,
+    HealthStatus,
+    ListDocumentsRequest,
+    ListDocumentsResult,
+    Partition,
+    ReadRequest,
+    ReadResult,
+    RecallRequest,
+    RecallResult,
+    RetainRequest,
+    RetainResult,
+    check_cap,
+)
+from memvault.models import QuarantineRecord as _QuarantineRecord
+from memvault_postgres import schema
+from memvault_postgres.search import Candidate, index_line, lexemes, query_terms, rank, ts_query
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PostgresProvider"]
+
+_T = TypeVar("_T")
+_Conn = psycopg.Connection[tuple[Any, ...]]
+#: The provider's own health deadline: under the 1 s a remote store gets (P26).
+HEALTH_DEADLINE: Final = 0.9
+#: Seconds after a successful call during which a pooled connection is lent without a check.
+_TRUST_RECENT: Final = 1.0
+_RECENTLY_DEAD: Final = re.compile(r"(\d+) dead row versions cannot be removed yet")
+#: Errors after which the whole transaction was rolled back and is safe to run again.
+_RETRYABLE: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+
+
+class PostgresProvider:
+    """memvault documents in a PostgreSQL database (one schema of it).
+
+    :param dsn: a libpq connection string or URI (``postgresql://user@host/db``);
+        empty: libpq's defaults and its ``PGHOST``, ``PGPORT``, ``PGDATABASE``,
+        ``PGUSER``, ``PGPASSWORD`` / ``PGPASSFILE`` environment variables.
+    :param schema: the PostgreSQL schema holding memvault's tables, created with
+        them on first open (``[a-z_][a-z0-9_]*``).
+    :param pool_size: the most connections this process opens.
+    :param statement_timeout: seconds a statement may run before PostgreSQL
+        cancels it (:class:`~memvault.errors.UpstreamTimeout`).
+    :param pool_timeout: seconds a call waits for a free pooled connection.
+    :param connect_timeout: seconds to wait for a new connection.
+    :param erase_lock_timeout: seconds an erasure waits for the lock it needs
+        to rewrite a table's files before it reports the erasure as pending.
+    """
+
+    capabilities: Final = frozenset(
+        {
+            Capability.MULTI_PROCESS,
+            Capability.DURABLE,
+            Capability.CASCADE_FORGET,
+            Capability.QUARANTINE,
+            Capability.LIST_DOCUMENTS,
+        }
+    )
+
+    def __init__(
+        self,
+        dsn: str = "",
+        schema: str = "memvault",
+        pool_size: int = 10,
+        statement_timeout: float = 30.0,
+        pool_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
+        erase_lock_timeout: float = 5.0,
+    ) -> None:
+        if not _schema_ok(schema):
+            raise InvalidRequest(
+                f"schema {schema!r} is not a plain PostgreSQL schema name: use 1-63 characters of [a-z0-9_], "
+                "starting with a letter or _",
+                field="schema",
+            )
+        for name, value in (
+            ("statement_timeout", statement_timeout),
+            ("pool_timeout", pool_timeout),
+            ("connect_timeout", connect_timeout),
+            ("erase_lock_timeout", erase_lock_timeout),
+        ):
+            if value <= 0:
+                raise InvalidRequest(f"{name} must be a positive number of seconds", field=name)
+        if pool_size < 1:
+            raise InvalidRequest("pool_size must be at least 1", field="pool_size")
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            raise InvalidRequest(
+                f"dsn is not a libpq connection string or URI ({exc}): use e.g. "
+                "'postgresql://user@host:5432/dbname' or 'host=... dbname=...'",
+                field="dsn",
+            ) from None
+        self.schema = schema
+        self.pool_size = int(pool_size)
+        self.statement_timeout = float(statement_timeout)
+        self.pool_timeout = float(pool_timeout)
+        self.erase_lock_timeout = float(erase_lock_timeout)
+        params.setdefault("application_name", "memvault")
+        params["connect_timeout"] = str(max(2, round(connect_timeout)))
+        self._conninfo = make_conninfo("", **params)
+        self.where = _describe(params)
+        self._partitions: dict[tuple[str, str, str], int] = {}
+        self._last_used: weakref.WeakKeyDictionary[_Conn, float] = weakref.WeakKeyDictionary()
+        self._health_lock = threading.Lock()
+        self._health_conn: _Conn | None = None
+        self._closed = False
+        self._open_schema()
+        self.pool: ConnectionPool[_Conn] = ConnectionPool(
+            self._conninfo,
+            kwargs={"autocommit": True},
+            min_size=1,
+            max_size=self.pool_size,
+            timeout=self.pool_timeout,
+            configure=self._configure,
+            check=self._check,
+            name=f"memvault-postgres-{schema}",
+            open=False,
+        )
+        self.pool.open(wait=False)
+        with suppress(MemvaultError):
+            # An erasure a crash or a busy lock left pending finishes now (P24).
+            self._run(self._scrub, "open")
+
+    # -- connections ---------------------------------------------------------
+
+    def _configure(self, conn: _Conn) -> None:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(self.statement_timeout * 1000)}",))
+
+    def _check(self, conn: _Conn) -> None:
+        """Before lending a connection: one round trip to prove it alive, unless it just was.
+
+        A connection used less than :data:`_TRUST_RECENT` seconds ago skips the
+        check (it saves a round trip per call under load); if the server went
+        away in that window, the call fails with a typed error and the pool
+        replaces the broken connection, like any connection lost mid-call.
+        """
+        last = self._last_used.get(conn)
+        if last is not None and time.monotonic() - last < _TRUST_RECENT:
+            return
+        ConnectionPool.check_connection(conn)
+
+    def _open_schema(self) -> None:
+        try:
+            conn: _Conn = psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise UpstreamError(f"cannot connect to PostgreSQL {self.where}: {_first_line(exc)}") from exc
+        try:
+            with conn.transaction():
+                try:
+                    schema.migrate(conn, self.schema)
+                except schema.NewerSchema as exc:
+                    raise UpstreamError(_newer_message(self.where, self.schema, exc.version)) from None
+                except schema.ForeignSchema as exc:
+                    raise InvalidRequest(
+                        f"schema {self.schema!r} in PostgreSQL {self.where} holds tables of another application "
+                        f"({', '.join(exc.tables[:5])}): set schema to a new or a memvault schema",
+                        field="schema",
+                    ) from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise UpstreamError(
+                f"PostgreSQL {self.where} refused to create memvault's schema {self.schema!r}: "
+                f"{_first_line(exc)}; grant the role CREATE on the database, or create the schema for it"
+            ) from exc
+        except psycopg.Error as exc:
+            raise UpstreamError(
+                f"PostgreSQL {self.where} failed while creating memvault's schema: {_first_line(exc)}"
+            ) from exc
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Close the pool and every connection this provider opened. Idempotent."""
+        self._closed = True
+        self.pool.close(timeout=2.0)
+        # A probe stuck on a hung server holds the lock and its connection (closing a
+        # connection in use would wait for it): then the probe closes it when it returns.
+        if self._health_lock.acquire(timeout=1.0):
+            try:
+                self._drop_health_conn()
+            finally:
+                self._health_lock.release()
+
+    def _drop_health_conn(self) -> None:
+        conn, self._health_conn = self._health_conn, None
+        if conn is not None:
+            with suppress(Exception):
+                conn.close()
+
+    @contextmanager
+    def _errors(self, verb: str) -> Iterator[None]:
+        """Translate psycopg and pool errors into memvault's (P28), cause chained."""
+        try:
+            yield
+        except MemvaultError:
+            raise
+        except PoolTimeout as exc:
+            unreachable = self._unreachable()
+            if unreachable:
+                raise UpstreamError(
+                    f"cannot connect to PostgreSQL {self.where} during {verb}: {unreachable}; the pool "
+                    "reconnects by itself once the server is back"
+                ) from exc
+            raise UpstreamTimeout(
+                f"no PostgreSQL connection became free within {self.pool_timeout:g} s during {verb} "
+                f"({self.where} unreachable, or all {self.pool_size} pooled connections busy): retry, raise "
+                "pool_size, or check the server"
+            ) from exc
+        except PoolClosed as exc:
+            raise UpstreamError("the postgres provider is closed: open a new vault") from exc
+        except psycopg.errors.QueryCanceled as exc:
+            raise UpstreamTimeout(
+                f"PostgreSQL {self.where} cancelled {verb} after the statement timeout "
+                f"({self.statement_timeout:g} s): retry, or raise statement_timeout"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            raise UpstreamError(
+                f"lost the connection to PostgreSQL {self.where} during {verb}: {_first_line(exc)}; "
+                "a write that failed this way may or may not have been applied: read before retrying"
+            ) from exc
+        except psycopg.Error as exc:
+            raise UpstreamError(f"PostgreSQL {self.where} failed during {verb}: {_first_line(exc)}") from exc
+
+    def _unreachable(self) -> str:
+        """Why a new connection fails right now ("" when it succeeds): names the cause of a pool timeout."""
+        try:
+            psycopg.connect(self._conninfo, connect_timeout=2).close()
+        except psycopg.Error as exc:
+            return _first_line(exc)
+        return ""
+
+    def _run(self, action: Callable[[_Conn], _T], verb: str) -> _T:
+        """Run ``action`` on a pooled connection; a deadlock or serialization failure is retried."""
+        if self._closed:
+            raise UpstreamError("the postgres provider is closed: open a new vault")
+        with self._errors(verb):
+            for attempt in range(5):
+                try:
+                    with self.pool.connection() as conn:
+                        result = action(conn)
+                        self._last_used[conn] = time.monotonic()
+                        return result
+                except _RETRYABLE:
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _partition(self, conn: _Conn, part: Partition, *, create: bool) -> int | None:
+        """The partition's id (created on first write when ``create``); only committed ids are cached."""
+        key = (part.workspace_id, part.kind, part.owner_id)
+        cached = self._partitions.get(key)
+        if cached is not None:
+            return cached
+        row = conn.execute(
+            "SELECT id FROM partitions WHERE workspace_id = %s AND kind = %s AND owner_id = %s", key
+        ).fetchone()
+        if row is None and create:
+            row = conn.execute(
+                "INSERT INTO partitions (workspace_id, kind, owner_id) VALUES (%s, %s, %s)"
+                " ON CONFLICT (workspace_id, kind, owner_id) DO UPDATE SET kind = excluded.kind RETURNING id",
+                key,
+            ).fetchone()
+        if row is None:
+            return None
+        if not create:
+            self._partitions[key] = int(row[0])
+        return int(row[0])
+
+    # -- verbs -----------------------------------------------------------------
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        ref = request.ref
+        label = ref.label
+        part = ref.partition
+        subject = request.data_subject_id
+
+        def write(conn: _Conn) -> RetainResult:
+            with conn.transaction():
+                pid = self._partition(conn, part, create=True)
+                assert pid is not None
+                while True:
+                    row = conn.execute(
+                        "SELECT id, body, size, subjects FROM documents"
+                        " WHERE partition_id = %s AND tier = %s AND key = %s FOR UPDATE",
+                        (pid, ref.tier.value, ref.key),
+                    ).fetchone()
+                    if row is not None:
+                        break
+                    created = conn.execute(
+                        "INSERT INTO documents (partition_id, workspace_id, tier, key, label, body, size, subjects,"
+                        " sha256, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, '', 0, '{}', %s, now(), now())"
+                        " ON CONFLICT (partition_id, tier, key) DO NOTHING RETURNING id, body, size, subjects",
+                        (pid, part.workspace_id, ref.tier.value, ref.key, label, schema.body_sha256("")),
+                    ).fetchone()
+                    if created is not None:
+                        row = created
+                        break
+                    # Another writer created it first: lock theirs.
+                doc_id, old_body, current, subjects = int(row[0]), str(row[1]), int(row[2]), list(row[3])
+                body = old_body + request.content if request.mode == "append" else request.content
+                size = len(body.encode("utf-8"))
+                warning = check_cap(request.tier, current=current, projected=size)
+                if subject and subject not in subjects:
+                    subjects.append(subject)
+                lines_delta, terms_delta = _reindex(conn, pid, doc_id, ref.tier.value, old_body, body)
+                conn.execute(
+                    "UPDATE documents SET body = %s, size = %s, subjects = %s, sha256 = %s, updated_at = now(),"
+                    " line_count = line_count + %s, term_count = term_count + %s"
+                    " WHERE partition_id = %s AND id = %s",
+                    (body, size, subjects, schema.body_sha256(body), lines_delta, terms_delta, pid, doc_id),
+                )
+            self._partitions.setdefault((part.workspace_id, part.kind, part.owner_id), pid)
+            return RetainResult(id=label, bytes=size, warning=warning)
+
+        return self._run(write, "retain")
+
+    @hookimpl
+    def memvault_recall(self, request: RecallRequest) -> RecallResult:
+        query = text.Query.parse(request.query)
+        terms = query_terms(query)
+        if not terms:
+            return RecallResult(hits=[])
+
+        def search(conn: _Conn) -> RecallResult:
+            pids: list[int] = []
+            tier_values: list[str] = []
+            for partition, tiers in request.scopes():
+                pid = self._partition(conn, partition, create=False)
+                if pid is not None:
+                    pids.append(pid)
+                    # An agent partition holds only agent tiers and a crew partition only CREW,
+                    # so one tier list for all the scopes selects exactly each scope's tiers.
+                    tier_values.extend(t.value for t in tiers)
+            if not pids:
+                return RecallResult(hits=[])
+            # One statement, so one snapshot: the statistics and the candidates agree, in one round trip.
+            rows = conn.execute(
+                "WITH stats AS (SELECT coalesce(sum(line_count), 0) AS lines, coalesce(sum(term_count), 0) AS terms"
+                " FROM documents WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
+                " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
+                " SELECT l.document_id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256"
+                " FROM lines AS l JOIN documents AS d ON d.partition_id = l.partition_id AND d.id = l.document_id"
+                " WHERE l.partition_id = ANY(%(pids)s) AND d.partition_id = ANY(%(pids)s)"
+                " AND l.tsv @@ %(query)s::tsquery AND l.tier = ANY(%(tiers)s)) AS c ON true",
+                {"pids": pids, "tiers": tier_values, "query": " | ".join(ts_query(pid, terms) for pid in pids)},
+            ).fetchall()
+            line_count, term_count = int(rows[0][0]), int(rows[0][1])
+            candidates = [
+                Candidate(document=r[2], source=r[3], number=r[4], text=r[5], terms=r[6], length=r[7])
+                for r in rows
+                if r[2] is not None
+            ]
+            digests = {str(r[3]): str(r[8]) for r in rows if r[2] is not None}
+            hits = rank(query, candidates, line_count=line_count, term_count=term_count, limit=request.limit)
+            # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
+            return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
+
+        return self._run(search, "recall")
+
+    @hookimpl
+    def memvault_read(self, request: ReadRequest) -> ReadResult:
+        ref = request.ref
+        part = ref.partition
+
+        def read(conn: _Conn) -> ReadResult:
+            row = conn.execute(
+                "SELECT d.body FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
+                " WHERE p.workspace_id = %s AND p.kind = %s AND p.owner_id = %s AND d.tier = %s AND d.key = %s",
+                (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
+            ).fetchone()
+            return ReadResult(id=ref.label, content=str(row[0]) if row else "")
+
+        return self._run(read, "read")
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        def erase(conn: _Conn) -> int:
+            with conn.transaction():
+                if request.id:
+                    ref = request.ref
+                    part = ref.partition
+                    rows = conn.execute(
+                        "SELECT d.partition_id, d.id, c.relname FROM documents AS d"
+                        " JOIN partitions AS p ON p.id = d.partition_id JOIN pg_class AS c ON c.oid = d.tableoid"
+                        " WHERE p.workspace_id = %s AND p.kind = %s AND p.owner_id = %s AND d.tier = %s"
+                        " AND d.key = %s FOR UPDATE OF d",
+                        (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
+                    ).fetchall()
+                else:
+                    rows = conn.execute(
+                        "SELECT d.partition_id, d.id, c.relname FROM documents AS d"
+                        " JOIN pg_class AS c ON c.oid = d.tableoid"
+                        " WHERE d.workspace_id = %s AND d.subjects @> ARRAY[%s]::text[]"
+                        " ORDER BY d.partition_id, d.id FOR UPDATE OF d",
+                        (request.workspace_id, request.data_subject_id),
+                    ).fetchall()
+                for pid, doc_id, _shard in rows:
+                    conn.execute("DELETE FROM lines WHERE partition_id = %s AND document_id = %s", (pid, doc_id))
+                    conn.execute("DELETE FROM documents WHERE partition_id = %s AND id = %s", (pid, doc_id))
+                if request.data_subject_id:
+                    # Quarantine copies of the subject's rejected writes are derived data too (P24).
+                    quarantined = conn.execute(
+                        "DELETE FROM quarantine WHERE workspace_id = %s AND data_subject_id = %s",
+                        (request.workspace_id, request.data_subject_id),
+                    ).rowcount
+                    # The rows are gone; their bytes stay in the table files until the shards are
+                    # rewritten. Record that durably, in the same transaction, before saying anything.
+                    relations = {str(shard) for _pid, _doc, shard in rows}
+                    relations |= {"lines_" + shard.rsplit("_", 1)[1] for shard in list(relations)}
+                    if quarantined:
+                        relations.add("quarantine")
+                    for relation in sorted(relations):
+                        conn.execute(
+                            "INSERT INTO erasures (relation, requested_at) VALUES (%s, now())"
+                            " ON CONFLICT (relation) DO UPDATE SET requested_at = excluded.requested_at",
+                            (relation,),
+                        )
+            return len(rows)
+
+        removed = self._run(erase, "forget")
+        pending = self._run(self._scrub, "forget")
+        if pending and request.data_subject_id:
+            return _pending_result(removed, pending, self.where)
+        return ForgetResult(removed=removed)
+
+    def _scrub(self, conn: _Conn) -> list[str]:
+        """Rewrite every table an erasure touched, so the erased text leaves the table and index files.
+
+        ``VACUUM FULL`` writes a shard's live rows (and its indexes) into new
+        files and truncates the old ones. It copies a deleted row too while an
+        older transaction may still see it; then the shard stays recorded and a
+        later call (the next forget, or the next open) rewrites it again.
+
+        :return: the relations still pending.
+        """
+        pending: list[str] = []
+        relations = [str(r[0]) for r in conn.execute("SELECT relation FROM erasures ORDER BY relation")]
+        for relation in relations:
+            done = False
+            for attempt in range(3):
+                started = conn.execute("SELECT clock_timestamp()").fetchone()
+                assert started is not None
+                if self._vacuum_full(conn, relation):
+                    conn.execute(
+                        "DELETE FROM erasures WHERE relation = %s AND requested_at <= %s", (relation, started[0])
+                    )
+                    done = True
+                    break
+                time.sleep(0.05 * (attempt + 1))
+            if not done:
+                pending.append(relation)
+        return pending
+
+    def _vacuum_full(self, conn: _Conn, relation: str) -> bool:
+        """``VACUUM FULL`` one relation; True when it left no dead row behind."""
+        details: list[str] = []
+
+        def notice(diag: psycopg.errors.Diagnostic) -> None:
+            details.append(f"{diag.message_primary or ''}\n{diag.message_detail or ''}")
+
+        conn.add_notice_handler(notice)
+        try:
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self.erase_lock_timeout * 1000)}",))
+            conn.execute(sql.SQL("VACUUM (FULL, VERBOSE) {}").format(sql.Identifier(relation)))
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
+            return False
+        except psycopg.errors.UndefinedTable:
+            return True  # dropped since: nothing left to rewrite
+        finally:
+            conn.remove_notice_handler(notice)
+            if not conn.closed:
+                with suppress(psycopg.Error):
+                    conn.execute("RESET lock_timeout")
+        kept = [int(m.group(1)) for d in details for m in [_RECENTLY_DEAD.search(d)] if m]
+        # No statistics line at all (another server language): cannot tell, so not done.
+        return bool(kept) and not any(kept)
+
+    @hookimpl
+    def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
+        """Every matching document without its body (P32), from one snapshot."""
+        where: list[str] = []
+        params: list[str] = []
+        if request.workspace_id:
+            where.append("d.workspace_id = %s")
+            params.append(request.workspace_id)
+        if request.tier is not None:
+            where.append("d.tier = %s")
+            params.append(request.tier.value)
+        owners = []
+        for kind, owner in (("agent", request.agent_id), ("crew", request.crew_id)):
+            if owner:
+                owners.append(f"(p.kind = '{kind}' AND p.owner_id = %s)")
+                params.append(owner)
+        if owners:
+            where.append("(" + " OR ".join(owners) + ")")
+        query = (
+            "SELECT d.workspace_id, p.kind, p.owner_id, d.tier, d.label, d.size, d.subjects, d.sha256, d.updated_at"
+            " FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
+            + (" WHERE " + " AND ".join(where) if where else "")
+        )
+
+        def listing(conn: _Conn) -> ListDocumentsResult:
+            rows = conn.execute(query, params).fetchall()
+            return ListDocumentsResult(
+                documents=[
+                    DocumentInfo(
+                        workspace_id=workspace,
+                        agent_id=owner if kind == "agent" else "",
+                        crew_id=owner if kind == "crew" else "",
+                        tier=tier,
+                        label=label,
+                        bytes=int(size),
+                        subjects=tuple(subjects),
+                        digest=digest,
+                        updated_at=updated_at,
+                    )
+                    for workspace, kind, owner, tier, label, size, subjects, digest, updated_at in rows
+                ]
+            )
+
+        return self._run(listing, "list_documents")
+
+    @hookimpl
+    def memvault_health(self) -> HealthStatus:
+        return self._health()
+
+    def _health(self) -> HealthStatus:
+        """Probe on a dedicated connection within :data:`HEALTH_DEADLINE`, whatever the pool's state (P26)."""
+        if self._closed:
+            return HealthStatus(ok=False, message="the postgres provider is closed")
+        if not self._health_lock.acquire(blocking=False):
+            return HealthStatus(
+                ok=False, message=f"the previous health probe is still waiting for PostgreSQL {self.where}"
+            )
+        outcome: list[HealthStatus] = []
+        done = threading.Event()
+
+        def probe() -> None:
+            try:
+                outcome.append(self._probe())
+            finally:
+                if self._closed:
+                    self._drop_health_conn()
+                done.set()
+                self._health_lock.release()
+
+        threading.Thread(target=probe, name="memvault-postgres-health", daemon=True).start()
+        if done.wait(HEALTH_DEADLINE) and outcome:
+            return outcome[0]
+        conn = self._health_conn
+        if conn is not None:
+            # Unblock the stuck probe; its connection is rebuilt next time.
+            with suppress(Exception):
+                conn.cancel_safe(timeout=0.05)
+        return HealthStatus(ok=False, message="health check timeout")
+
+    def _probe(self) -> HealthStatus:
+        try:
+            conn = self._health_conn
+            if conn is None or conn.closed or conn.broken:
+                if conn is not None:
+                    conn.close()
+                self._health_conn = None
+                conn = psycopg.connect(self._conninfo, autocommit=True)
+                self._health_conn = conn
+            ms = str(int(HEALTH_DEADLINE * 1000))
+            with conn.transaction(force_rollback=True):
+                conn.execute("SELECT set_config('statement_timeout', %s, true)", (ms,))
+                conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema)))
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                version = int(str(row[0])) if row else 0
+                if version > schema.SCHEMA_VERSION:
+                    return HealthStatus(ok=False, message=_newer_message(self.where, self.schema, version))
+                conn.execute("INSERT INTO probe (id) VALUES (1)")
+        except psycopg.Error as exc:
+            if self._health_conn is not None and (self._health_conn.broken or self._health_conn.closed):
+                self._health_conn.close()
+                self._health_conn = None
+            return HealthStatus(ok=False, message=_health_message(exc, self.where, self.schema))
+        return HealthStatus(ok=True)
+
+    # -- quarantine (P30) ------------------------------------------------------
+
+    @hookimpl
+    def memvault_quarantine_keep(self, record: _QuarantineRecord) -> bool:
+        def keep(conn: _Conn) -> bool:
+            conn.execute(
+                "INSERT INTO quarantine (workspace_id, agent_id, crew_id, label, category, pattern, sha256,"
+                " content, created_at, data_subject_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    record.workspace_id,
+                    record.agent_id,
+                    record.crew_id,
+                    record.label,
+                    record.category,
+                    record.pattern,
+                    record.sha256,
+                    record.content,
+                    record.created_at,
+                    record.data_subject_id,
+                ),
+            )
+            return True
+
+        return self._run(keep, "quarantine_keep")
+
+    @hookimpl
+    def memvault_quarantine_list(self, workspace_id: str) -> list[_QuarantineRecord]:
+        def listing(conn: _Conn) -> list[_QuarantineRecord]:
+            rows = conn.execute(
+                f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = %s ORDER BY id", (workspace_id,)
+            ).fetchall()
+            return [_record(r) for r in rows]
+
+        return self._run(listing, "quarantine_list")
+
+    @hookimpl
+    def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> _QuarantineRecord | None:
+        def get(conn: _Conn) -> _QuarantineRecord | None:
+            row = conn.execute(
+                f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = %s AND sha256 = %s ORDER BY id DESC LIMIT 1",
+                (workspace_id, sha256),
+            ).fetchone()
+            return _record(row) if row else None
+
+        return self._run(get, "quarantine_get")
+
+    def __repr__(self) -> str:
+        return f"<PostgresProvider {self.where} schema={self.schema!r}>"
+
+
+def _reindex(conn: _Conn, pid: int, doc_id: int, tier: str, old_body: str, new_body: str) -> tuple[int, int]:
+    """Bring the document's lines from ``old_body`` to ``new_body``, touching only lines that changed.
+
+    :return: the change in indexed lines and in their total length in terms.
+    """
+    old_lines = old_body.splitlines()
+    new_lines = new_body.splitlines()
+    stale = [n for n in range(1, len(old_lines) + 1) if n > len(new_lines) or old_lines[n - 1] != new_lines[n - 1]]
+    fresh = [n for n in range(1, len(new_lines) + 1) if n > len(old_lines) or old_lines[n - 1] != new_lines[n - 1]]
+    lines_delta = terms_delta = 0
+    if stale:
+        removed = conn.execute(
+            "DELETE FROM lines WHERE partition_id = %s AND document_id = %s AND line_no = ANY(%s) RETURNING length",
+            (pid, doc_id, stale),
+        ).fetchall()
+        lines_delta -= len(removed)
+        terms_delta -= sum(int(r[0]) for r in removed)
+    indexed = [il for n in fresh if (il := index_line(n, new_lines[n - 1])) is not None]
+    if indexed:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO lines (partition_id, document_id, line_no, tier, text, terms, length, tsv)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
+                [
+                    (pid, doc_id, il.number, tier, il.text, il.terms, il.length, lexemes(pid, il.terms))
+                    for il in indexed
+                ],
+            )
+        lines_delta += len(indexed)
+        terms_delta += sum(il.length for il in indexed)
+    return lines_delta, terms_delta
+
+
+def _pending_result(removed: int, pending: list[str], where: str) -> ForgetResult:
+    """An erasure whose rows are gone but whose bytes may still be in table files (P24).
+
+    It is recorded (the ``erasures`` table) and finishes at the next forget or start.
+    """
+    log.warning(
+        "PostgreSQL %s: erased rows are gone, but the files of %s may still hold their text (another "
+        "transaction kept old row versions alive or held a lock); the erasure finishes at the next forget",
+        where,
+        ", ".join(pending),
+    )
+    return ForgetResult(removed=removed, pending=True)
+
+
+_QCOLS: Final = (
+    "workspace_id, agent_id, crew_id, label, category, pattern, sha256, content, created_at, data_subject_id"
+)
+
+
+def _record(row: tuple[Any, ...]) -> _QuarantineRecord:
+    created = row[8]
+    assert isinstance(created, _dt.datetime)
+    return _QuarantineRecord(
+        workspace_id=row[0],
+        agent_id=row[1],
+        crew_id=row[2],
+        label=row[3],
+        category=row[4],
+        pattern=row[5],
+        sha256=row[6],
+        content=row[7],
+        created_at=created.astimezone(_dt.timezone.utc),
+        data_subject_id=row[9],
+    )
+
+
+def _schema_ok(name: object) -> bool:
+    return isinstance(name, str) and schema.SCHEMA_NAME.fullmatch(name) is not None
+
+
+def _describe(params: dict[str, Any]) -> str:
+    """Where the provider connects, for messages (never the password)."""
+    host = params.get("host") or params.get("hostaddr") or "(libpq default host)"
+    port = params.get("port") or ""
+    db = params.get("dbname") or "(default database)"
+    return f"{host}{':' + str(port) if port else ''}/{db}"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _newer_message(where: str, schema_name: str, version: int) -> str:
+    return (
+        f"PostgreSQL {where} schema {schema_name!r} has memvault schema version {version}, newer than the "
+        f"{schema.SCHEMA_VERSION} this memvault-postgres understands (a newer release wrote it): upgrade "
+        "memvault-postgres, or set schema to another one"
+    )
+
+
+def _health_message(exc: psycopg.Error, where: str, schema_name: str) -> str:
+    """A distinct triage sentence per failure (P27)."""
+    text_ = _first_line(exc)
+    low = str(exc).lower()
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        return f"PostgreSQL {where} did not answer the health probe within {HEALTH_DEADLINE:g} s"
+    if isinstance(exc, psycopg.errors.InvalidPassword) or "password authentication failed" in low:
+        return f"PostgreSQL {where} refused the credentials: {text_}"
+    if isinstance(exc, psycopg.errors.InvalidAuthorizationSpecification) or "authentication" in low:
+        return f"PostgreSQL {where} refused the login: {text_}"
+    if isinstance(exc, psycopg.errors.InvalidCatalogName) or ("database" in low and "does not exist" in low):
+        return f"the PostgreSQL database at {where} does not exist: {text_}"
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return f"memvault's tables are missing from schema {schema_name!r} in PostgreSQL {where} (dropped?)"
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return f"PostgreSQL {where} is read-only (a standby, or default_transaction_read_only): {text_}"
+    if "refused" in low:
+        return f"PostgreSQL {where} refused the connection (is the server running?): {text_}"
+    if isinstance(exc, psycopg.OperationalError):
+        return f"cannot reach PostgreSQL {where}: {text_}"
+    return f"PostgreSQL {where} failed the health probe: {text_}"

@@ -1,0 +1,202 @@
+"""The database schema and its versioned migrations (the ``meta`` table's ``schema_version``).
+
+Version history:
+
+* **1** (memvault-postgres 0.1): in the configured schema (default
+  ``memvault``): ``meta`` (the version), ``partitions`` (one row per
+  workspace/agent or workspace/crew), ``documents`` (bodies, the data subjects
+  that wrote them, digests, line and term counts) and ``lines`` (one row per
+  non-blank line with its index terms and a ``tsvector`` under a GIN index),
+  both hash-partitioned by partition id into :data:`SHARDS` tables, so an
+  erasure rewrites one shard instead of the whole store; ``quarantine``,
+  ``erasures`` (shards whose files still have to be rewritten after an
+  erasure, see the provider) and ``probe`` (the health check's rolled-back
+  write).
+
+Columns holding memory text never get planner statistics (``SET STATISTICS
+0``): ``ANALYZE`` would otherwise copy sample values into ``pg_statistic``,
+where an erasure of the rows cannot reach them.
+
+A migration runs in one transaction under an advisory lock, so concurrent
+openers (several replicas starting at once) wait for it, and a failed
+migration leaves the old version intact.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import re
+from collections.abc import Callable
+from typing import Final
+
+import psycopg
+from psycopg import sql
+
+__all__ = ["SCHEMA_VERSION", "SHARDS", "ForeignSchema", "NewerSchema", "body_sha256", "migrate"]
+
+SCHEMA_VERSION: Final = 1
+#: ``documents`` and ``lines`` are split into this many hash partitions.
+SHARDS: Final = 16
+SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_OUR_TABLES: Final = frozenset({"meta", "partitions", "documents", "lines", "quarantine", "erasures", "probe"})
+
+
+class NewerSchema(Exception):
+    """The schema was written by a newer memvault-postgres."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(version)
+        self.version = version
+
+
+class ForeignSchema(Exception):
+    """The schema holds tables that are not memvault's."""
+
+    def __init__(self, tables: list[str]) -> None:
+        super().__init__(tables)
+        self.tables = tables
+
+
+_V1: Final = [
+    "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
+    """CREATE TABLE partitions (
+        id bigserial PRIMARY KEY,
+        workspace_id text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('agent', 'crew')),
+        owner_id text NOT NULL,
+        UNIQUE (workspace_id, kind, owner_id)
+    )""",
+    """CREATE TABLE documents (
+        partition_id bigint NOT NULL,
+        id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
+        workspace_id text NOT NULL,
+        tier text NOT NULL,
+        key text NOT NULL DEFAULT '',
+        label text NOT NULL,
+        body text NOT NULL,
+        size integer NOT NULL,
+        subjects text[] NOT NULL DEFAULT '{}',
+        sha256 text NOT NULL,
+        line_count integer NOT NULL DEFAULT 0,
+        term_count integer NOT NULL DEFAULT 0,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (partition_id, id),
+        UNIQUE (partition_id, tier, key)
+    ) PARTITION BY HASH (partition_id)""",
+    "CREATE INDEX documents_by_subject ON documents USING gin (subjects)",
+    """CREATE TABLE lines (
+        partition_id bigint NOT NULL,
+        document_id bigint NOT NULL,
+        line_no integer NOT NULL,
+        tier text NOT NULL,
+        text text NOT NULL,
+        terms text NOT NULL,
+        length integer NOT NULL,
+        tsv tsvector NOT NULL,
+        PRIMARY KEY (partition_id, document_id, line_no)
+    ) PARTITION BY HASH (partition_id)""",
+    "CREATE INDEX lines_search ON lines USING gin (tsv)",
+    """CREATE TABLE quarantine (
+        id bigserial PRIMARY KEY,
+        workspace_id text NOT NULL,
+        agent_id text NOT NULL DEFAULT '',
+        crew_id text NOT NULL DEFAULT '',
+        label text NOT NULL,
+        category text NOT NULL,
+        pattern text NOT NULL,
+        sha256 text NOT NULL,
+        content text NOT NULL,
+        created_at timestamptz NOT NULL,
+        data_subject_id text NOT NULL DEFAULT ''
+    )""",
+    "CREATE INDEX quarantine_by_digest ON quarantine (workspace_id, sha256)",
+    "CREATE INDEX quarantine_by_subject ON quarantine (workspace_id, data_subject_id) WHERE data_subject_id <> ''",
+    "CREATE TABLE erasures (relation text PRIMARY KEY, requested_at timestamptz NOT NULL)",
+    "CREATE TABLE probe (id integer)",
+]
+_NO_STATISTICS: Final = {
+    "documents": ("body", "subjects", "label", "key"),
+    "lines": ("text", "terms", "tsv"),
+    "quarantine": ("content", "data_subject_id", "label"),
+}
+
+
+def _create_v1(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    for statement in _V1:
+        conn.execute(statement)
+    for table in ("documents", "lines"):
+        for n in range(SHARDS):
+            conn.execute(
+                sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES WITH (MODULUS {}, REMAINDER {})").format(
+                    sql.Identifier(f"{table}_{n}"), sql.Identifier(table), sql.Literal(SHARDS), sql.Literal(n)
+                )
+            )
+    for table, columns in _NO_STATISTICS.items():
+        for column in columns:
+            # On a partitioned table this recurses to every shard.
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STATISTICS 0").format(
+                    sql.Identifier(table), sql.Identifier(column)
+                )
+            )
+
+
+#: ``MIGRATIONS[v]`` brings a version ``v`` schema to version ``v + 1``.
+MIGRATIONS: Final[dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]]] = {}
+
+
+def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int:
+    """Create or upgrade ``schema``; the caller holds a transaction on ``conn``.
+
+    :return: the version the schema had before (0: created now).
+    :raises NewerSchema: for a version newer than :data:`SCHEMA_VERSION`.
+    :raises ForeignSchema: when the schema holds another application's tables.
+    """
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memvault-schema:{schema}",))
+    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    tables = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition",
+            (schema,),
+        )
+    }
+    if "meta" not in tables:
+        if tables:
+            raise ForeignSchema(sorted(tables - _OUR_TABLES) or sorted(tables))
+        version = 0
+    else:
+        row = conn.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(sql.Identifier(schema))
+        ).fetchone()
+        version = int(str(row[0])) if row else 0
+    if version > SCHEMA_VERSION:
+        raise NewerSchema(version)
+    if version == SCHEMA_VERSION:
+        return version
+    conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+    if version == 0:
+        _create_v1(conn)
+        start = 1
+    else:
+        start = version
+    for v in range(start, SCHEMA_VERSION):
+        MIGRATIONS[v](conn)
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(SCHEMA_VERSION),),
+    )
+    return version
+
+
+def now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def body_sha256(body: str) -> str:
+    """The hex sha256 of a document body, as recall hits report it."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()

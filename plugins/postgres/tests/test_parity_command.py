@@ -1,0 +1,34 @@
+"""``memvault parity postgres`` with no options, against a server libpq's environment names."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from memvault_postgres import DSN_ENV
+from memvault_postgres.testing import TemporaryCluster
+
+
+def test_memvault_parity_postgres_runs_with_no_options(cluster: TemporaryCluster) -> None:
+    env = {**os.environ, **cluster.env(), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env.pop(DSN_ENV, None)  # only PGHOST/PGPORT/PGUSER/PGDATABASE: what any libpq client reads
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from memvault.cli import main; main()",
+            "parity",
+            "postgres",
+            "-k",
+            "forget_by_subject",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "PASS" in proc.stdout
+    assert " 0 failed" in proc.stdout
