@@ -29,11 +29,19 @@ from attrs import field, frozen
 from memvault.models import MAX_SNIPPET_CHARS, RecallSnippet
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "DOCUMENT_WEIGHT",
+    "NEIGHBOUR_WEIGHT",
+    "PHRASE_FLOOR",
+    "SECOND_NEIGHBOUR",
     "STOP_WORDS",
+    "TERM_CEILING",
     "IndexedDocument",
     "IndexedLine",
     "Query",
     "SearchableDocument",
+    "contains_phrase",
     "index_document",
     "search",
     "snippet_around",
@@ -43,10 +51,21 @@ __all__ = [
 ]
 
 _TOKEN: Final = re.compile(r"\w+", re.UNICODE)
-_K1: Final = 1.2
-_B: Final = 0.75
+#: BM25's term-frequency saturation and length normalisation, for every ranker built on this
+#: module (the memory search below, and the sqlite and postgres providers' candidate ranking).
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
+#: Phrase lines score in (PHRASE_FLOOR, 1], lines that only share terms in (0, TERM_CEILING] (P17).
 PHRASE_FLOOR: Final = 0.5
-_TERM_CEILING: Final = 0.49
+TERM_CEILING: Final = 0.49
+#: Context signals of the database providers' ranking (sqlite, postgres), chosen on LoCoMo
+#: conversations 0-4 only (docs/performance.md): the share of a line's score taken from its best
+#: neighbour line in the same document (the answer often sits next to the line naming the
+#: question's subject), lines two away counting at SECOND_NEIGHBOUR of their score, and the share
+#: taken from how much of the query the line's whole document covers.
+NEIGHBOUR_WEIGHT: Final = 0.30
+SECOND_NEIGHBOUR: Final = 0.5
+DOCUMENT_WEIGHT: Final = 0.15
 
 _STOP_WORDS_TEXT: Final = """a about above after again against all am an and any are aren as at be because been
     before being below between both but by can cannot could couldn did didn do does doesn
@@ -220,6 +239,15 @@ def index_document(source: str, body: str) -> IndexedDocument:
     )
 
 
+def contains_phrase(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
+    """Whether ``phrase`` (a :class:`Query`'s phrase tokens) occurs consecutively in ``tokens``."""
+    n = len(phrase)
+    if n == 0 or n > len(tokens):
+        return False
+    first = phrase[0]
+    return any(tok == first and tuple(tokens[i : i + n]) == tuple(phrase) for i, tok in enumerate(tokens))
+
+
 def snippet_around(text: str, query: Query) -> str:
     """At most 500 characters of ``text`` around the first match of ``query``."""
     if len(text) <= MAX_SNIPPET_CHARS:
@@ -263,20 +291,20 @@ def search(query: Query, documents: Iterable[SearchableDocument], limit: int) ->
     phrase = query.joined_phrase
     avg_len = total_len / n_lines
     idf = {t: math.log(1.0 + (n_lines - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
-    best_possible = sum(idf.values()) * (_K1 + 1.0) or 1.0
+    best_possible = sum(idf.values()) * (BM25_K1 + 1.0) or 1.0
     scored: list[tuple[float, str, int, IndexedLine]] = []
     for source, line in candidates:
-        norm = _K1 * (1.0 - _B + _B * line.length / avg_len)
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * line.length / avg_len)
         bm25 = 0.0
         for term in wanted:
             tf = line.counts.get(term)
             if tf:
-                bm25 += idf[term] * tf * (_K1 + 1.0) / (tf + norm)
+                bm25 += idf[term] * tf * (BM25_K1 + 1.0) / (tf + norm)
         relative = min(bm25 / best_possible, 1.0)
         if phrase in line.joined:
             score = PHRASE_FLOOR + (1.0 - PHRASE_FLOOR) * max(relative, 1e-6)
         else:
-            score = _TERM_CEILING * max(relative, 1e-6)
+            score = TERM_CEILING * max(relative, 1e-6)
         scored.append((score, source, line.number, line))
     scored.sort(key=lambda item: (-item[0], item[1], item[2]))
     return [

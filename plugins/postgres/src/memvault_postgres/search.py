@@ -22,8 +22,9 @@ Scoring (all in [0, 1], monotonic in relevance):
   case-insensitive) scores in (0.5, 1];
 * other candidate lines score in (0, 0.5): BM25 over the partition's lines,
   normalised by the best score the query could reach, plus two context
-  signals that help conversational memories (see :data:`NEIGHBOUR_WEIGHT` and
-  :data:`DOCUMENT_WEIGHT`).
+  signals that help conversational memories (:data:`memvault.text.NEIGHBOUR_WEIGHT`,
+  :data:`memvault.text.SECOND_NEIGHBOUR`, :data:`memvault.text.DOCUMENT_WEIGHT`),
+  the same constants the sqlite provider ranks with.
 """
 
 from __future__ import annotations
@@ -38,20 +39,19 @@ from attrs import frozen
 
 from memvault import text
 from memvault.models import RecallSnippet
+from memvault.text import (
+    BM25_B,
+    BM25_K1,
+    DOCUMENT_WEIGHT,
+    NEIGHBOUR_WEIGHT,
+    PHRASE_FLOOR,
+    SECOND_NEIGHBOUR,
+    TERM_CEILING,
+    contains_phrase,
+)
 
 __all__ = ["Candidate", "IndexedLine", "index_line", "index_token", "lexemes", "query_terms", "rank", "ts_query"]
 
-_K1: Final = 1.2
-_B: Final = 0.75
-_PHRASE_FLOOR: Final = 0.5
-_TERM_CEILING: Final = 0.49
-#: Share of a line's score taken from its best-matching neighbour line (the turn
-#: before or after, in the same document): the answer to a question often sits
-#: next to the line that names the question's subject.
-NEIGHBOUR_WEIGHT: Final = 0.15
-#: Share taken from how well the line's whole document matches: lines of a
-#: document that covers more of the query's terms rank higher.
-DOCUMENT_WEIGHT: Final = 0.15
 _ASCII_WORD: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _MAX_TERM: Final = 200
 
@@ -118,14 +118,6 @@ class Candidate:
     length: int
 
 
-def _contains_phrase(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
-    n = len(phrase)
-    if n == 0 or n > len(tokens):
-        return False
-    first = phrase[0]
-    return any(tok == first and tuple(tokens[i : i + n]) == tuple(phrase) for i, tok in enumerate(tokens))
-
-
 def rank(
     query: text.Query,
     candidates: Iterable[Candidate],
@@ -156,18 +148,18 @@ def rank(
     n_lines = max(line_count, len(rows))
     avg_len = max(term_count, 1) / max(n_lines, 1)
     idf = {t: math.log(1.0 + (n_lines - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
-    best_possible = sum(idf.values()) * (_K1 + 1.0) or 1.0
+    best_possible = sum(idf.values()) * (BM25_K1 + 1.0) or 1.0
     total_idf = sum(idf.values()) or 1.0
 
     relative: dict[tuple[int, int], float] = {}
     covered: dict[int, set[str]] = {}
     for cand, counts in rows:
-        norm = _K1 * (1.0 - _B + _B * cand.length / avg_len)
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * cand.length / avg_len)
         bm25 = 0.0
         for term in wanted:
             tf = counts.get(term)
             if tf:
-                bm25 += idf[term] * tf * (_K1 + 1.0) / (tf + norm)
+                bm25 += idf[term] * tf * (BM25_K1 + 1.0) / (tf + norm)
                 covered.setdefault(cand.document, set()).add(term)
         relative[(cand.document, cand.number)] = min(bm25 / best_possible, 1.0)
     doc_cover = {doc: sum(idf[t] for t in terms) / total_idf for doc, terms in covered.items()}
@@ -179,15 +171,17 @@ def rank(
         neighbour = max(
             relative.get((cand.document, cand.number - 1), 0.0),
             relative.get((cand.document, cand.number + 1), 0.0),
+            SECOND_NEIGHBOUR * relative.get((cand.document, cand.number - 2), 0.0),
+            SECOND_NEIGHBOUR * relative.get((cand.document, cand.number + 2), 0.0),
         )
         blended = own_weight * relative[key] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[cand.document]
         # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
         blended = min(max(blended, 1e-5), 1.0)
         # Only a line holding every query term can hold the phrase: tokenise just those.
-        if len(counts) == len(wanted) and _contains_phrase(text.tokenize(cand.text), query.phrase):
-            score = _PHRASE_FLOOR + (1.0 - _PHRASE_FLOOR) * blended
+        if len(counts) == len(wanted) and contains_phrase(text.tokenize(cand.text), query.phrase):
+            score = PHRASE_FLOOR + (1.0 - PHRASE_FLOOR) * blended
         else:
-            score = _TERM_CEILING * blended
+            score = TERM_CEILING * blended
         scored.append((score, cand.source, cand.number, cand.text))
     scored.sort(key=lambda item: (-item[0], item[1], item[2]))
     return [

@@ -17,8 +17,9 @@ Scoring (all in [0, 1], monotonic in relevance):
   case-insensitive) scores in (0.5, 1];
 * other candidate lines score in (0, 0.5): BM25 over the partition's lines,
   normalised by the best score the query could reach, plus two context
-  signals that help conversational memories (see :data:`NEIGHBOUR_WEIGHT` and
-  :data:`DOCUMENT_WEIGHT`).
+  signals that help conversational memories (:data:`memvault.text.NEIGHBOUR_WEIGHT`,
+  :data:`memvault.text.SECOND_NEIGHBOUR`, :data:`memvault.text.DOCUMENT_WEIGHT`),
+  the same constants the postgres provider ranks with.
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ from attrs import frozen
 
 from memvault import text
 from memvault.models import RecallSnippet
+from memvault.text import (
+    BM25_B,
+    BM25_K1,
+    DOCUMENT_WEIGHT,
+    NEIGHBOUR_WEIGHT,
+    PHRASE_FLOOR,
+    SECOND_NEIGHBOUR,
+    TERM_CEILING,
+    contains_phrase,
+)
 
 __all__ = [
     "CANDIDATE_BUDGET",
@@ -49,20 +60,6 @@ __all__ = [
     "rank",
 ]
 
-_K1: Final = 1.2
-_B: Final = 0.75
-_PHRASE_FLOOR: Final = 0.5
-_TERM_CEILING: Final = 0.49
-#: Share of a line's score taken from its best-matching neighbour line (the turn
-#: before or after, in the same document; see :data:`SECOND_NEIGHBOUR`): the
-#: answer to a question often sits next to the line that names its subject.
-#: Chosen on LoCoMo conversations 0-4 only (docs/performance.md).
-NEIGHBOUR_WEIGHT: Final = 0.30
-#: Lines two turns away count as neighbours at this fraction of their score.
-SECOND_NEIGHBOUR: Final = 0.5
-#: Share taken from how well the line's whole document matches: lines of a
-#: document that covers more of the query's terms rank higher.
-DOCUMENT_WEIGHT: Final = 0.15
 _plain_word: Final = re.compile(r"[a-z0-9]+").fullmatch
 
 
@@ -141,14 +138,6 @@ def fts_query(terms: Sequence[str]) -> str:
 Row = tuple[int, int, str, int, str, int]
 
 
-def _contains_phrase(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
-    n = len(phrase)
-    if n == 0 or n > len(tokens):
-        return False
-    first = phrase[0]
-    return any(tok == first and tuple(tokens[i : i + n]) == tuple(phrase) for i, tok in enumerate(tokens))
-
-
 def rank(
     query: text.Query,
     candidates: Iterable[Row],
@@ -200,12 +189,12 @@ def rank(
     n_lines = max(line_count, len(rows))
     avg_len = max(term_count, 1) / max(n_lines, 1)
     idf = [math.log(1.0 + (n_lines - d + 0.5) / (d + 0.5)) for d in df]
-    best_possible = sum(idf) * (_K1 + 1.0) or 1.0
+    best_possible = sum(idf) * (BM25_K1 + 1.0) or 1.0
     total_idf = sum(idf) or 1.0
-    norm_a = _K1 * (1.0 - _B)
-    norm_b = _K1 * _B / avg_len
+    norm_a = BM25_K1 * (1.0 - BM25_B)
+    norm_b = BM25_K1 * BM25_B / avg_len
     # Normalised up front: relative = sum(weight * tf / (tf + norm)), capped at 1.
-    weight = [w * (_K1 + 1.0) / best_possible for w in idf]
+    weight = [w * (BM25_K1 + 1.0) / best_possible for w in idf]
 
     relative: dict[tuple[int, int], float] = {}
     covered: dict[int, int] = {}
@@ -250,8 +239,8 @@ def rank(
         batch = maybe_phrase[start : start + max(limit, 1)]
         line_text.update(texts([item[3] for item in batch]))
         for negated, label, number, lid in batch:
-            if _contains_phrase(text.tokenize(line_text[lid][0]), query.phrase):
-                phrase_hits.append((_PHRASE_FLOOR - (1.0 - _PHRASE_FLOOR) * negated, label, number, lid))
+            if contains_phrase(text.tokenize(line_text[lid][0]), query.phrase):
+                phrase_hits.append((PHRASE_FLOOR - (1.0 - PHRASE_FLOOR) * negated, label, number, lid))
             else:
                 terms_only.append((negated, label, number, lid))
     # Lines never read come after `limit` confirmed phrase lines with higher scores: none can make the cut.
@@ -259,7 +248,7 @@ def rank(
     missing = [item[3] for item in best_terms if item[3] not in line_text]
     if missing:
         line_text.update(texts(missing))
-    scored = phrase_hits + [(-_TERM_CEILING * neg, label, number, lid) for neg, label, number, lid in best_terms]
+    scored = phrase_hits + [(-TERM_CEILING * neg, label, number, lid) for neg, label, number, lid in best_terms]
     scored.sort(key=lambda item: (-item[0], item[1], item[2]))
     return [
         RecallSnippet(
