@@ -28,7 +28,7 @@ from memvault_http_remote.app import create_app
 from memvault_http_remote.errorwire import encode_error
 from memvault_http_remote.settings import ServerSettings, TokenStore
 
-__all__ = ["is_loopback", "run_server"]
+__all__ = ["bound_urls", "is_loopback", "run_server"]
 
 log = logging.getLogger("memvault.serve")
 _LOG_FORMAT: Final = "%(asctime)s memvault.serve %(levelname)s %(message)s"
@@ -110,12 +110,20 @@ class _Server(uvicorn.Server):
         await super().startup(sockets=sockets)
         if not self.started:
             return
-        for server in getattr(self, "servers", []):
-            for sock in server.sockets:
-                host, port = sock.getsockname()[:2]
-                shown = f"[{host}]" if ":" in str(host) else host
-                click.echo(f"memvault serve: listening on http://{shown}:{port} ({self.describe})")
+        for url in bound_urls(self):
+            click.echo(f"memvault serve: listening on {url} ({self.describe})")
         sys.stdout.flush()
+
+
+def bound_urls(server: uvicorn.Server) -> list[str]:
+    """``http://host:port`` of every socket a started uvicorn server listens on (the real port with ``port = 0``)."""
+    urls = []
+    for listener in getattr(server, "servers", []):
+        for sock in listener.sockets:
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in str(host) else host
+            urls.append(f"http://{shown}:{port}")
+    return urls
 
 
 def run_server(vault: Vault, settings: ServerSettings, tokens: TokenStore) -> None:

@@ -290,16 +290,15 @@ def run_http(
     """Serve streamable HTTP with uvicorn until SIGINT/SIGTERM; prints the bound address (also for port 0)."""
     import uvicorn
 
+    from memvault_http_remote.server import bound_urls
+
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
             if not self.started:
                 return
-            for server in getattr(self, "servers", []):
-                for sock in server.sockets:
-                    bound, bound_port = sock.getsockname()[:2]
-                    shown = f"[{bound}]" if ":" in str(bound) else bound
-                    print(f"memvault mcp: listening on http://{shown}:{bound_port}{path} ({describe})", flush=True)
+            for url in bound_urls(self):
+                print(f"memvault mcp: listening on {url}{path} ({describe})", flush=True)
 
     app = http_app(service, tokens, host=host, path=path, open_principal=open_principal)
     _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)).run()
