@@ -194,16 +194,33 @@ def test_builtin_scanner_is_the_default_for_local_providers() -> None:
         assert any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
 
 
-def test_remote_providers_default_to_no_client_scanner(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_providers_that_scan_upstream_default_to_no_client_scanner(
+    plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from memvault import plugins
     from memvault.scan import BuiltinScanner
 
-    registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_r", "far", ("remote",))])
+    registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_r", "far", ("remote", "scans_upstream"))])
     monkeypatch.setattr(plugins, "_registry", registry)
     with memvault.open("far") as vault:
         assert not any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
     with memvault.open("far", scanner="builtin") as vault:
         assert any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
+
+
+def test_a_remote_database_keeps_the_client_scanner_and_gets_the_remote_health_deadline(
+    plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``remote`` alone (a database across the network) means the 1 s health deadline, not "someone
+    else scans": such a provider stores whatever it is given, so the vault keeps its scanner."""
+    from memvault import plugins
+    from memvault.scan import BuiltinScanner
+
+    registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_db", "fardb", ("remote",))])
+    monkeypatch.setattr(plugins, "_registry", registry)
+    with memvault.open("fardb") as vault:
+        assert any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
+        assert vault.health_timeout == 1.0
 
 
 _FACTORY_TAKING = """

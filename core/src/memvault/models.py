@@ -88,8 +88,11 @@ class Capability:
     REMOTE: Final = "remote"  # answers over a network: 1000 ms health deadline (P26)
     QUARANTINE: Final = "quarantine"  # keeps quarantine copies of rejected writes (P30)
     LIST_DOCUMENTS: Final = "list_documents"  # enumerates documents (memvault_list_documents, P32)
+    #: The provider's other end scans writes and reads itself (a memory service, P29): a vault on it
+    #: runs no scanner of its own unless asked (``scanner="builtin"``). A remote database does not.
+    SCANS_UPSTREAM: Final = "scans_upstream"
 
-    ALL: Final = frozenset({CASCADE_FORGET, MULTI_PROCESS, DURABLE, REMOTE, QUARANTINE, LIST_DOCUMENTS})
+    ALL: Final = frozenset({CASCADE_FORGET, MULTI_PROCESS, DURABLE, REMOTE, QUARANTINE, LIST_DOCUMENTS, SCANS_UPSTREAM})
 
 
 #: Size caps on the final body in bytes (contract P9). ``None``: no cap.

@@ -352,7 +352,7 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     except Exception as exc:
         raise _wrap(exc, name, "open") from exc
     if scanner is None:
-        scanner = "off" if Capability.REMOTE in info.capabilities else "builtin"
+        scanner = "off" if Capability.SCANS_UPSTREAM in info.capabilities else "builtin"
     extra = list(_scanner_plugins(scanner, policy)) + list(plugins)
     try:
         return Vault(

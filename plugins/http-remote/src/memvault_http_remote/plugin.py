@@ -12,7 +12,8 @@ from memvault_http_remote.client import HttpRemoteProvider
 __all__ = ["CAPABILITIES"]
 
 #: Declared statically (the registry needs them before any URL is known):
-#: ``remote`` and ``multi_process`` hold for the transport itself (any number of
+#: ``scans_upstream``: the service scans every write and read, so a client vault runs
+#: no scanner of its own unless asked. ``remote`` and ``multi_process`` hold for the transport itself (any number of
 #: client processes share the server's store); ``cascade_forget``,
 #: ``quarantine`` and ``list_documents`` are passed through to the server's
 #: provider, which answers ``NotSupported`` (or no quarantine copy) when it lacks them. Serve a provider
@@ -21,6 +22,7 @@ __all__ = ["CAPABILITIES"]
 CAPABILITIES = frozenset(
     {
         Capability.REMOTE,
+        Capability.SCANS_UPSTREAM,
         Capability.MULTI_PROCESS,
         Capability.CASCADE_FORGET,
         Capability.QUARANTINE,

@@ -90,6 +90,9 @@ class PostgresProvider:
             Capability.CASCADE_FORGET,
             Capability.QUARANTINE,
             Capability.LIST_DOCUMENTS,
+            # Across a network: health gets the remote deadline (P26). The client scans
+            # (no scans_upstream): PostgreSQL stores whatever it is given.
+            Capability.REMOTE,
         }
     )
 
