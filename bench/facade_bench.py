@@ -18,7 +18,7 @@ from pathlib import Path
 from corpus import build
 
 import memvault
-from memvault.memory import MemoryProvider
+from memvault.providers.memory import MemoryProvider
 
 
 def per_call(fn: Callable[[], object], calls: int) -> float:

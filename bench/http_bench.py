@@ -52,7 +52,7 @@ def start_server(root: Path, db: Path) -> tuple[subprocess.Popen[str], str]:
         encoding="utf-8",
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from memvault.cli import main; main()", "--config", str(config), "serve"],
+        [sys.executable, "-c", "from memvault.cli.main import main; main()", "--config", str(config), "serve"],
         cwd=root,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,  # one log line per request would only measure the terminal

@@ -27,9 +27,9 @@ from pathlib import Path
 from corpus import WORDS, build
 
 import memvault
+from memvault.default_lifecycle.notes import NotesStore
 from memvault.lifecycle import Runtime, Slot, by_principal, scope_key
-from memvault.notes import NotesStore
-from memvault.plugins import get_registry
+from memvault.registry import get_registry
 
 QUERY = "charlie delta echo"
 

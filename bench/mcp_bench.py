@@ -52,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from memvault.cli import main; main()", *args]
+    return [sys.executable, "-c", "from memvault.cli.main import main; main()", *args]
 
 
 def write_config(root: Path) -> Path:

@@ -166,7 +166,7 @@ def scale(
 def serve(cluster: TemporaryCluster, schema: str, cwd: Path) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    command = [sys.executable, "-c", "from memvault.cli import main; main()", "serve", "--provider", "postgres"]
+    command = [sys.executable, "-c", "from memvault.cli.main import main; main()", "serve", "--provider", "postgres"]
     proc = subprocess.Popen(
         [*command, "-o", f"dsn={cluster.dsn()}", "-o", f"schema={schema}", "--port", "0"],
         cwd=cwd,

@@ -45,9 +45,10 @@ from pathlib import Path
 from typing import Any
 
 import memvault
-from memvault.markers import hookimpl
-from memvault.plugins import get_registry
-from memvault.scan import BuiltinScanner, scan
+from memvault.hooks.markers import hookimpl
+from memvault.registry import get_registry
+from memvault.scanner.engine import scan
+from memvault.scanner.plugin import BuiltinScanner
 
 #: The copy in this repository (see bench/data/locomo/SOURCE.md for its origin and license).
 DATA = Path(os.environ.get("LOCOMO", Path(__file__).resolve().parent / "data" / "locomo" / "locomo10.json"))

@@ -1,4 +1,4 @@
-"""Generate docs/plugin-authors/hooks.md from memvault.hookspecs.
+"""Generate docs/plugin-authors/hooks.md from memvault.hooks.
 
 Run `python docs/gen_hooks.py` after changing a hook spec; core/tests/test_meta.py
 fails while the page and the code differ.
@@ -15,7 +15,7 @@ PAGE = Path(__file__).parent / "plugin-authors" / "hooks.md"
 
 _INTRO = """# Hook reference
 
-Every hook memvault calls, generated from `memvault.hookspecs` by
+Every hook memvault calls, generated from `memvault.hooks` by
 `python docs/gen_hooks.py` (a test fails when this page and the code differ).
 The marker project and the entry-point group are both `memvault`; mark
 implementations with `@memvault.hookimpl`. An implementation may accept a
@@ -28,7 +28,7 @@ optional arguments are added, never removed or renamed (contract D4).
 """
 
 _GROUPS = (
-    ("Registration (global plugin manager)", ("memvault_register_",)),
+    ("Registration (the registry's plugin manager)", ("memvault_register_", "memvault_vault_plugins")),
     (
         "Provider verbs (a vault's plugin manager)",
         ("memvault_retain", "memvault_recall", "memvault_read", "memvault_forget", "memvault_health"),
@@ -40,12 +40,14 @@ _GROUPS = (
 
 
 def _specs() -> list[tuple[str, object]]:
-    from memvault import hookspecs
+    from memvault.hooks import lifecycle, provider, registration
 
-    found = [
-        (name, fn) for name, fn in vars(hookspecs).items() if name.startswith("memvault_") and inspect.isfunction(fn)
-    ]
-    return sorted(found, key=lambda item: inspect.getsourcelines(item[1])[1])  # type: ignore[arg-type]
+    found = []
+    for order, module in enumerate((registration, provider, lifecycle)):
+        for name, fn in vars(module).items():
+            if name.startswith("memvault_") and inspect.isfunction(fn):
+                found.append((order, inspect.getsourcelines(fn)[1], name, fn))
+    return [(name, fn) for _, _, name, fn in sorted(found, key=lambda item: item[:2])]
 
 
 def _group(name: str) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memvault.plugins import get_registry, reset_registry
+from memvault.registry import get_registry, reset_registry
 
 MEMVAULT = str(Path(sys.executable).with_name("memvault"))
 MARKER = "zqxclipendingmarker"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.plugins import get_registry, reset_registry
+from memvault.registry import get_registry, reset_registry
 
 PROVIDERS = ["sqlite", "local-disk", "template-provider"]
 MARKER = "zqxcrosssubjectmarker"

@@ -237,7 +237,7 @@ def _config_blocks() -> list[Block]:
 def test_config_sample_is_a_valid_memvault_toml(block: Block, tmp_path: Path) -> None:
     """Every memvault.toml in the docs loads, and its provider and server settings are accepted."""
     from memvault.config import load_config
-    from memvault.plugins import coerce_settings, get_registry
+    from memvault.registry import coerce_settings, get_registry
     from memvault_http_remote.settings import ServerSettings
 
     path = tmp_path / "memvault.toml"

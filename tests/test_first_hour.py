@@ -126,7 +126,7 @@ def install_fake_distribution(site: Path, module: str, body: str) -> dict[str, s
 
 THIRD_PARTY = """
     import memvault
-    from memvault.memory import MemoryProvider
+    from memvault.providers.memory import MemoryProvider
 
 
     class Provider(MemoryProvider):

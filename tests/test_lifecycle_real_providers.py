@@ -19,18 +19,11 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.lifecycle import (
-    LifecycleContext,
-    ReplayConflict,
-    Runtime,
-    Slot,
-    TurnFailed,
-    by_principal,
-    by_session,
-    scope_key,
-)
-from memvault.notes import NOTES_RECORD_ID, NotesStore
-from memvault.plugins import get_registry, reset_registry
+from memvault.contract.errors import ReplayConflict, TurnFailed
+from memvault.contract.lifecycle import LifecycleContext
+from memvault.default_lifecycle.notes import NOTES_RECORD_ID, NotesStore
+from memvault.lifecycle import Runtime, Slot, by_principal, by_session, scope_key
+from memvault.registry import get_registry, reset_registry
 
 PROVIDERS = ["sqlite", "local-disk"]
 
@@ -227,7 +220,8 @@ _WRITER = textwrap.dedent(
     """
     import json, sys
     import memvault
-    from memvault.notes import NotesConflict, NotesStore
+    from memvault.contract.errors import NotesConflict
+    from memvault.default_lifecycle.notes import NotesStore
     name, settings, n, expected = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     with memvault.open(name, **settings) as vault:
         store = NotesStore(vault, workspace_id="w1", agent_id="shared-notes")

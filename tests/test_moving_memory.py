@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.models import ListDocumentsRequest
+from memvault.contract.models import ListDocumentsRequest
 from memvault.transfer import export_store, import_store, verify_import
 
 MEMVAULT = str(Path(sys.executable).with_name("memvault"))

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from memvault.plugins import get_registry, reset_registry
+from memvault.registry import get_registry, reset_registry
 
 WRITERS = 4
 APPENDS = 25

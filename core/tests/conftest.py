@@ -7,7 +7,7 @@ import pytest
 from hypothesis import settings
 
 import memvault
-from memvault.plugins import reset_registry
+from memvault.registry import reset_registry
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("dev", max_examples=30, deadline=None)

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import memvault
-from memvault import cli as cli_module
-from memvault.plugins import Registry
+from memvault.cli import main as cli_module
+from memvault.registry import Registry
 
 Invoke = Callable[..., click.testing.Result]
 

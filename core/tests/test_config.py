@@ -8,8 +8,8 @@ import pytest
 
 import memvault
 from memvault.config import Config, load_config
-from memvault.errors import InvalidRequest, ProviderNotFound
-from memvault.wire import structure, unstructure
+from memvault.contract.errors import InvalidRequest, ProviderNotFound
+from memvault.contract.wire import structure, unstructure
 
 
 def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,6 +137,6 @@ def test_wire_reads_every_rfc_3339_timestamp_on_every_python(text: str, expected
     """Python 3.10's fromisoformat takes only 3 or 6 fraction digits and no 'Z': the wire must not."""
     import datetime as dt
 
-    from memvault.wire import converter
+    from memvault.contract.wire import converter
 
     assert converter.structure(text, dt.datetime).isoformat() == expected

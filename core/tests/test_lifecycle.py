@@ -17,20 +17,19 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.lifecycle import (
+from memvault.contract.errors import CompactionFailed, ReplayConflict, TurnCancelled, TurnFailed
+from memvault.contract.lifecycle import (
     MAX_RECORD_ENTRIES,
-    CompactionFailed,
     LifecycleContext,
     Message,
     RecalledMessage,
     RecallOutcome,
-    ReplayConflict,
-    Runtime,
     ScopeContext,
-    Slot,
     Tool,
-    TurnCancelled,
-    TurnFailed,
+)
+from memvault.lifecycle import (
+    Runtime,
+    Slot,
     by_principal,
     by_session,
     by_value,
@@ -890,7 +889,7 @@ def test_default_capture_into_daily_is_opt_in_per_slot(make_vault: Callable[...,
 def test_a_provider_hook_overrides_the_default_memvault_recall_turn_started(
     make_vault: Callable[..., memvault.Vault],
 ) -> None:
-    from memvault.memory import MemoryProvider
+    from memvault.providers.memory import MemoryProvider
 
     class Provider(MemoryProvider):
         @memvault.hookimpl

@@ -22,15 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memvault
-from memvault.lifecycle import (
-    CompactionFailed,
-    LifecycleContext,
-    Runtime,
-    Session,
-    Slot,
-    TurnFailed,
-    by_principal,
-)
+from memvault.contract.errors import CompactionFailed, TurnFailed
+from memvault.contract.lifecycle import LifecycleContext
+from memvault.lifecycle import Runtime, Session, Slot, by_principal
 
 WHO = st.sampled_from(["alice", "bob"])
 RECORDS = st.lists(

@@ -9,8 +9,8 @@ import attrs
 import pytest
 
 import memvault
-from memvault.errors import InvalidRequest
-from memvault.models import CAPS, Tier, check_cap, label_for, parse_label, today_utc
+from memvault.contract.errors import InvalidRequest
+from memvault.contract.models import CAPS, Tier, check_cap, label_for, parse_label, today_utc
 
 
 def retain(**overrides: Any) -> memvault.RetainRequest:
@@ -291,7 +291,7 @@ def test_evolve_revalidates() -> None:
 
 
 def test_query_over_the_byte_bound_is_invalid_request_naming_the_limit() -> None:
-    from memvault.models import MAX_QUERY_BYTES
+    from memvault.contract.models import MAX_QUERY_BYTES
 
     with pytest.raises(InvalidRequest, match=f"{MAX_QUERY_BYTES} UTF-8 bytes") as info:
         memvault.RecallRequest(workspace_id="w", agent_id="a", query="é" * (MAX_QUERY_BYTES // 2 + 1))
@@ -300,7 +300,7 @@ def test_query_over_the_byte_bound_is_invalid_request_naming_the_limit() -> None
 
 
 def test_query_with_too_many_distinct_terms_is_invalid_request_naming_the_limit() -> None:
-    from memvault.models import MAX_QUERY_TERMS
+    from memvault.contract.models import MAX_QUERY_TERMS
 
     many = " ".join(f"term{i}" for i in range(MAX_QUERY_TERMS + 1))
     with pytest.raises(InvalidRequest, match=f"{MAX_QUERY_TERMS} distinct search terms") as info:

@@ -8,16 +8,16 @@ from collections.abc import Iterator
 import pytest
 
 import memvault
-from memvault.lifecycle import Runtime, Session, Slot, by_principal
-from memvault.notes import (
+from memvault.contract.errors import NotesConflict
+from memvault.default_lifecycle.notes import (
     MAX_DOCUMENT_BYTES,
     MAX_ENTRY_BYTES,
     NOTES_RECORD_ID,
     OP_BYTES,
-    NotesConflict,
     NotesStore,
     normalise_entry,
 )
+from memvault.lifecycle import Runtime, Session, Slot, by_principal
 
 
 @pytest.fixture

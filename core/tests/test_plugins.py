@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -11,12 +12,13 @@ import importlib_metadata
 import pytest
 
 import memvault
-from memvault.errors import InvalidRequest, PluginError, ProviderNotFound
-from memvault.plugins import Registry, coerce_settings
+from memvault import registry as plugins_module
+from memvault.contract.errors import InvalidRequest, PluginError, ProviderNotFound
+from memvault.registry import Registry, coerce_settings
 
 _PROVIDER = """
 import memvault
-from memvault.memory import MemoryProvider
+from memvault.providers.memory import MemoryProvider
 
 
 class {cls}(MemoryProvider):
@@ -129,7 +131,7 @@ def test_duplicate_provider_name_is_an_error_naming_both_plugins(plugin_dir: Pat
 
 def test_duplicate_of_a_builtin_name_is_an_error(plugin_dir: Path) -> None:
     registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_g", "memory")])
-    with pytest.raises(PluginError, match="'memvault.memory' and 'g'"):
+    with pytest.raises(PluginError, match="'memvault.providers.memory' and 'g'"):
         registry.get("memory")
 
 
@@ -188,7 +190,7 @@ def test_scanner_off_opens_without_scanner() -> None:
 
 
 def test_builtin_scanner_is_the_default_for_local_providers() -> None:
-    from memvault.scan import BuiltinScanner
+    from memvault.scanner.plugin import BuiltinScanner
 
     with memvault.open("memory") as vault:
         assert any(isinstance(p, BuiltinScanner) for p in vault.plugin_manager.get_plugins())
@@ -197,8 +199,8 @@ def test_builtin_scanner_is_the_default_for_local_providers() -> None:
 def test_providers_that_scan_upstream_default_to_no_client_scanner(
     plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memvault import plugins
-    from memvault.scan import BuiltinScanner
+    from memvault import registry as plugins
+    from memvault.scanner.plugin import BuiltinScanner
 
     registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_r", "far", ("remote", "scans_upstream"))])
     monkeypatch.setattr(plugins, "_registry", registry)
@@ -213,8 +215,8 @@ def test_a_remote_database_keeps_the_client_scanner_and_gets_the_remote_health_d
 ) -> None:
     """``remote`` alone (a database across the network) means the 1 s health deadline, not "someone
     else scans": such a provider stores whatever it is given, so the vault keeps its scanner."""
-    from memvault import plugins
-    from memvault.scan import BuiltinScanner
+    from memvault import registry as plugins
+    from memvault.scanner.plugin import BuiltinScanner
 
     registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_db", "fardb", ("remote",))])
     monkeypatch.setattr(plugins, "_registry", registry)
@@ -225,7 +227,7 @@ def test_a_remote_database_keeps_the_client_scanner_and_gets_the_remote_health_d
 
 _FACTORY_TAKING = """
 import memvault
-from memvault.memory import MemoryProvider
+from memvault.providers.memory import MemoryProvider
 
 
 def make(*, {param}: str = "", **rest):
@@ -251,7 +253,7 @@ def test_a_factory_taking_a_reserved_name_is_refused_at_registration(plugin_dir:
 
 _REQUIRED = """
 import memvault
-from memvault.memory import MemoryProvider
+from memvault.providers.memory import MemoryProvider
 
 
 def documented(bucket: str, region: str = "eu"):
@@ -276,7 +278,7 @@ def memvault_register_providers(register):
 
 
 def test_missing_required_settings_are_named_with_meaning_and_how_to_pass_them(plugin_dir: Path) -> None:
-    from memvault.plugins import missing_settings
+    from memvault.registry import missing_settings
 
     registry = Registry(entry_points=[write_plugin(plugin_dir, "fakeplug_req", _REQUIRED)])
     error = missing_settings(registry.get("documented"), {})
@@ -294,7 +296,7 @@ def test_missing_required_settings_are_named_with_meaning_and_how_to_pass_them(p
 
 _PROVIDER_AND_SCANNERS = """
 import memvault
-from memvault.memory import MemoryProvider
+from memvault.providers.memory import MemoryProvider
 
 
 class Scanner:
@@ -330,5 +332,67 @@ def test_failed_registration_withdraws_every_provider_and_scanner_of_the_plugin(
     with pytest.raises(PluginError, match="no scanner named 'halfway-scan'"):
         registry.scanner("halfway-scan")
     assert registry.scanner("builtin")  # the core's scanner is untouched
-    plugins = registry.manager.get_plugins()
+    plugins = registry.plugin_manager.get_plugins()
     assert not any(getattr(p, "__name__", "") == "fakeplug_halfway" for p in plugins)
+
+
+_VAULT_PLUGIN = """
+import memvault
+
+
+class Audit:
+    seen = []
+
+    @memvault.hookimpl(wrapper=True)
+    def memvault_retain(self, request):
+        Audit.seen.append(request.content)
+        return (yield)
+
+
+@memvault.hookimpl
+def memvault_vault_plugins():
+    return [Audit()]
+"""
+
+
+def test_memvault_vault_plugins_puts_a_plugins_wrapper_in_every_vault(
+    plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A third-party plugin reaches every vault (audit, metrics) through memvault_vault_plugins,
+    the same hook the core's default lifecycle uses; each vault gets a fresh object."""
+    from memvault import registry as plugins
+
+    ep = write_plugin(plugin_dir, "fakeplug_audit", _VAULT_PLUGIN)
+    monkeypatch.setattr(plugins, "_registry", Registry(entry_points=[ep]))
+    with memvault.open("memory") as one, memvault.open("memory") as two:
+        req = memvault.RetainRequest(workspace_id="w", agent_id="a", tier="AGENT", content="kept", mode="append")
+        one.retain(req)
+        two.retain(req)
+        audits = [[p for p in v.plugin_manager.get_plugins() if type(p).__name__ == "Audit"] for v in (one, two)]
+    assert [len(a) for a in audits] == [1, 1]
+    assert audits[0][0] is not audits[1][0]
+    assert type(audits[0][0]).seen == ["kept", "kept"]
+
+
+def test_builtin_plugins_load_by_dotted_name_and_are_listed_as_loaded() -> None:
+    registry = Registry(entry_points=[], load=[])
+    loaded = [name for name, dist, _ in registry.loaded if dist == "memvault"]
+    assert loaded == list(plugins_module.BUILTIN_PLUGINS)
+    assert registry.failures == []
+
+
+def test_memvault_trace_hooks_logs_every_hook_call(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("MEMVAULT_TRACE_HOOKS", "1")
+    caplog.set_level(logging.DEBUG, logger="memvault.hooks")
+    with memvault.open("memory") as vault:
+        vault.retain(memvault.RetainRequest(workspace_id="w", agent_id="a", tier="AGENT", content="x", mode="append"))
+    calls = [r.getMessage() for r in caplog.records if r.name == "memvault.hooks"]
+    assert any(m.startswith("call memvault_retain(") for m in calls), calls
+    assert any(m.startswith("done memvault_retain -> RetainResult(") for m in calls), calls
+    monkeypatch.delenv("MEMVAULT_TRACE_HOOKS")
+    caplog.clear()
+    with memvault.open("memory") as vault:
+        vault.health()
+    assert not [r for r in caplog.records if r.name == "memvault.hooks"]

@@ -20,8 +20,8 @@ import scan_corpus
 from scan_corpus import ATTACKS, BENIGN, OBFUSCATED, all_attacks
 
 import memvault
-from memvault.scan import CATEGORIES, ScanPolicy, scan
-from memvault.scan_rules import language_files
+from memvault.scanner.engine import ScanPolicy, scan
+from memvault.scanner.rules import CATEGORIES, language_files
 
 
 def test_the_corpus_is_big_enough() -> None:
@@ -122,7 +122,7 @@ def test_everyday_text_in_each_language_passes(code: str) -> None:
 
 
 def test_language_files_are_one_per_language_with_valid_rules() -> None:
-    folder = Path(memvault.__file__).parent / "scan_data" / "override"
+    folder = Path(memvault.__file__).parent / "scanner" / "data" / "override"
     files = sorted(folder.glob("*.json"))
     assert [f.stem for f in files] == sorted(LANGUAGES)
     for path in files:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.lifecycle import Runtime, Slot, Tool, TurnStart, by_principal, scope_key
-from memvault.tools import ToolSet, bind_slot_tools, to_anthropic, to_mcp, to_openai, validate_tool_name
+from memvault.contract.lifecycle import Tool
+from memvault.lifecycle import Runtime, Slot, TurnStart, by_principal, scope_key
+from memvault.lifecycle.tools import ToolSet, bind_slot_tools, to_anthropic, to_mcp, to_openai, validate_tool_name
 
 MEMORY_TOOLS = ["read", "write", "search", "append_daily"]
 
@@ -157,7 +158,7 @@ def test_L13_append_daily_appends_a_timestamped_line_to_today(vault: memvault.Va
     tools = start_for(vault).tools
     assert tools.call("profile__append_daily", {"entry": "Shipped the release."}).ok
     assert tools.call("profile__append_daily", {"entry": "Wrote\nthe notes."}).ok
-    today = memvault.models.today_utc()
+    today = memvault.contract.models.today_utc()
     body = tools.call("profile__read", {"tier": "daily", "key": today}).data["content"]
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
     assert re.fullmatch(rf"- {stamp} \u2014 Shipped the release\.\n- {stamp} \u2014 Wrote the notes\.\n", body)

@@ -13,10 +13,17 @@ import pytest
 from click.testing import CliRunner
 
 import memvault
-from memvault import cli as cli_module
-from memvault.markers import hookimpl
-from memvault.memory import MemoryProvider
-from memvault.models import DocumentInfo, ListDocumentsRequest, ListDocumentsResult, RetainRequest, RetainResult
+from memvault.cli import main as cli_module
+from memvault.contract.models import (
+    DocumentInfo,
+    ListDocumentsRequest,
+    ListDocumentsResult,
+    RetainRequest,
+    RetainResult,
+)
+from memvault.contract.wire import structure, unstructure
+from memvault.hooks.markers import hookimpl
+from memvault.providers.memory import MemoryProvider
 from memvault.transfer import (
     ExportFileError,
     ImportConflict,
@@ -24,7 +31,6 @@ from memvault.transfer import (
     import_store,
     verify_import,
 )
-from memvault.wire import structure, unstructure
 
 
 def _put(vault: memvault.Vault, ws: str, content: str, **fields: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.errors import InvalidRequest, PluginError, UpstreamError, UpstreamTimeout
+from memvault.contract.errors import InvalidRequest, PluginError, UpstreamError, UpstreamTimeout
 
 
 def retain(vault: memvault.Vault, content: str, **overrides: Any) -> memvault.RetainResult:
@@ -59,7 +59,7 @@ def test_p9_result_carries_warning_at_80_percent(vault: memvault.Vault) -> None:
 
 def test_p7_daily_result_names_the_real_date(vault: memvault.Vault) -> None:
     result = retain(vault, "standup", tier="daily")
-    assert result.id == f"daily/{memvault.models.today_utc()}.md"
+    assert result.id == f"daily/{memvault.contract.models.today_utc()}.md"
 
 
 def test_p21_missing_document_reads_empty(vault: memvault.Vault) -> None:
@@ -149,7 +149,8 @@ _REQ = memvault.RetainRequest(workspace_id="w", agent_id="a", tier="AGENT", cont
 @pytest.mark.parametrize(
     ("raised", "expected"),
     [
-        (sqlite3.OperationalError("database is locked"), UpstreamError),
+        # A provider translates its own library's exceptions: one that lets sqlite3 escape has a bug.
+        (sqlite3.OperationalError("database is locked"), PluginError),
         (OSError(28, "No space left on device"), UpstreamError),
         (TimeoutError("slow disk"), UpstreamTimeout),
         (KeyError("bug"), PluginError),
@@ -274,7 +275,7 @@ class _NoCascade:
     def __init__(
         self, message: str = "forget by data_subject_id is not supported; erase by document id instead"
     ) -> None:
-        from memvault.memory import MemoryProvider
+        from memvault.providers.memory import MemoryProvider
 
         self._inner = MemoryProvider()
         self.message = message

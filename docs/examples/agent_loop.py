@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import memvault
-from memvault.lifecycle import Message, Runtime, Session, Slot, by_principal
-from memvault.plugins import get_registry
-from memvault.tools import ToolSet
+from memvault.contract.lifecycle import Message
+from memvault.lifecycle import Runtime, Session, Slot, by_principal
+from memvault.lifecycle.tools import ToolSet
+from memvault.registry import get_registry
 
 
 def open_vaults(root: Path, memory_only: bool) -> tuple[memvault.Vault, memvault.Vault]:

@@ -24,11 +24,9 @@ from typing import Any
 
 import attrs
 
-from memvault import text
-from memvault.errors import CapExceeded, NotSupported
-from memvault.markers import hookimpl
-from memvault.memory import MemoryProvider, _Document
-from memvault.models import (
+from memvault import search as text
+from memvault.contract.errors import CapExceeded, NotSupported
+from memvault.contract.models import (
     Capability,
     ForgetRequest,
     ForgetResult,
@@ -44,6 +42,8 @@ from memvault.models import (
     Tier,
     check_cap,
 )
+from memvault.hooks.markers import hookimpl
+from memvault.providers.memory import MemoryProvider, _Document
 
 
 class LeaksAcrossWorkspaces(MemoryProvider):
@@ -482,13 +482,13 @@ class CrashesUnderThreads(MemoryProvider):
 
 
 def _tier_of(label: str) -> str:
-    from memvault.models import parse_label
+    from memvault.contract.models import parse_label
 
     return parse_label(label)[0].value
 
 
 def _key_of(label: str) -> str:
-    from memvault.models import parse_label
+    from memvault.contract.models import parse_label
 
     return parse_label(label)[1]
 

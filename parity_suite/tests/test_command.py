@@ -11,7 +11,7 @@ from memvault_parity.base import child_env
 
 def _memvault(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from memvault.cli import main; main()", *args],
+        [sys.executable, "-c", "from memvault.cli.main import main; main()", *args],
         capture_output=True,
         text=True,
         timeout=120,

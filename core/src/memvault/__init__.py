@@ -7,25 +7,58 @@ Open a provider and call its four verbs::
     vault.retain(memvault.RetainRequest(workspace_id="w1", agent_id="a1", tier="AGENT",
                                         content="Prefers metric units.", mode="append"))
     hits = vault.recall(memvault.RecallRequest(workspace_id="w1", agent_id="a1", query="units"))
+
+This package's namespace is the public API, and the one import path a plugin
+author needs: the contract types and errors, the hook markers, the
+registration protocols, the shared provider rules (labels, caps, digests) and
+the facade. The layers behind it, each importing only from those below
+(checked by a test):
+
+1. :mod:`memvault.contract`: types, errors, terms, the wire converter;
+2. :mod:`memvault.hooks`: the hook specifications, one module per plugin manager;
+3. :mod:`memvault.registry`: discovery, built-in plugins by dotted name, hook tracing;
+4. :mod:`memvault.vault` and :mod:`memvault.config`: the facade;
+5. built-in plugins: :mod:`memvault.providers.memory`, :mod:`memvault.scanner`,
+   :mod:`memvault.default_lifecycle`, and :mod:`memvault.search` (the search engine);
+6. :mod:`memvault.lifecycle` (the runtime), :mod:`memvault.transfer`, :mod:`memvault.doctor`;
+7. :mod:`memvault.cli`: the ``memvault`` command.
+
+No module of memvault imports this package's namespace; it imports the layers.
 """
 
 from __future__ import annotations
 
-from memvault import errors
-from memvault.errors import (
+from memvault.contract import errors
+from memvault.contract.errors import (
     CapExceeded,
+    CompactionFailed,
     ContentRejected,
     InvalidRequest,
+    LifecycleError,
     MemvaultError,
+    NotesConflict,
     NotSupported,
     PluginError,
     ProviderNotFound,
+    ReplayConflict,
+    TurnCancelled,
+    TurnFailed,
     Unauthorized,
     UpstreamError,
     UpstreamTimeout,
 )
-from memvault.markers import hookimpl, hookspec
-from memvault.models import (
+from memvault.contract.lifecycle import (
+    LifecycleContext,
+    MemoryVerbs,
+    Message,
+    RecalledMessage,
+    RecallOutcome,
+    ScopeContext,
+    SlotOptions,
+    Tool,
+)
+from memvault.contract.models import (
+    CAPS,
     Capability,
     DocumentInfo,
     ForgetRequest,
@@ -34,7 +67,9 @@ from memvault.models import (
     ListDocumentsRequest,
     ListDocumentsResult,
     Mode,
+    Partition,
     Quarantine,
+    QuarantineRecord,
     ReadRequest,
     ReadResult,
     RecallRequest,
@@ -42,8 +77,18 @@ from memvault.models import (
     RecallSnippet,
     RetainRequest,
     RetainResult,
+    StoredBody,
     Tier,
+    body_sha256,
+    cap_warning,
+    check_cap,
+    label_for,
+    parse_label,
+    today_utc,
+    validate_identifier,
 )
+from memvault.contract.registration import RegisterProvider, RegisterScanner, ScratchSettings
+from memvault.hooks.markers import hookimpl, hookspec
 from memvault.vault import (
     AsyncVault,
     Vault,
@@ -55,41 +100,69 @@ from memvault.vault import (
 )
 
 __all__ = [
+    "CAPS",
     "AsyncVault",
     "CapExceeded",
     "Capability",
+    "CompactionFailed",
     "ContentRejected",
     "DocumentInfo",
     "ForgetRequest",
     "ForgetResult",
     "HealthStatus",
     "InvalidRequest",
+    "LifecycleContext",
+    "LifecycleError",
     "ListDocumentsRequest",
     "ListDocumentsResult",
+    "MemoryVerbs",
     "MemvaultError",
+    "Message",
     "Mode",
     "NotSupported",
+    "NotesConflict",
+    "Partition",
     "PluginError",
     "ProviderNotFound",
     "Quarantine",
+    "QuarantineRecord",
     "ReadRequest",
     "ReadResult",
+    "RecallOutcome",
     "RecallRequest",
     "RecallResult",
     "RecallSnippet",
+    "RecalledMessage",
+    "RegisterProvider",
+    "RegisterScanner",
+    "ReplayConflict",
     "RetainRequest",
     "RetainResult",
+    "ScopeContext",
+    "ScratchSettings",
+    "SlotOptions",
+    "StoredBody",
     "Tier",
+    "Tool",
+    "TurnCancelled",
+    "TurnFailed",
     "Unauthorized",
     "UpstreamError",
     "UpstreamTimeout",
     "Vault",
+    "body_sha256",
+    "cap_warning",
+    "check_cap",
     "errors",
     "hookimpl",
     "hookspec",
+    "label_for",
     "open",
     "open_async",
     "open_configured",
     "open_from_config",
+    "parse_label",
     "settings_from_pairs",
+    "today_utc",
+    "validate_identifier",
 ]

@@ -1,4 +1,4 @@
-"""``memvault.toml``: which provider to open, its settings, and the vault's options.
+"""Layer 4 (beside the facade): ``memvault.toml``, which provider to open, its settings, and the vault's options.
 
 .. code-block:: toml
 
@@ -7,7 +7,7 @@
                                  # (off for remote providers: the service scans)
     health_timeout = 0.2         # seconds; default 0.2 local, 1.0 remote
 
-    [scan]                       # the builtin scanner's policy (memvault.scan.ScanPolicy)
+    [scan]                       # the builtin scanner's policy (memvault.scanner.engine.ScanPolicy)
     allow = ["url_placeholder"]  # pattern ids that never fire
     [scan.thresholds]
     role_hijack = 1.5            # per category; default 1.0
@@ -21,6 +21,8 @@
 The file is found at the explicit path, else ``MEMVAULT_CONFIG``, else
 ``./memvault.toml`` when it exists; with none, the defaults above apply.
 Unknown keys are rejected with the key named.
+
+May import: :mod:`memvault.contract`.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
-from memvault.errors import InvalidRequest
-from memvault.wire import structure
+from memvault.contract.errors import InvalidRequest
+from memvault.contract.wire import structure
 
 if sys.version_info >= (3, 11):
     import tomllib

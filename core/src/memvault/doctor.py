@@ -1,4 +1,4 @@
-"""``memvault doctor``: check an installation and say what to fix.
+"""Layer 6: ``memvault doctor``'s checks of an installation, each saying what to fix.
 
 Each check gives a status (``ok``, ``warn`` or ``fail``), what it found, and
 for anything not ok, how to fix it. The checks: the Python version; the
@@ -7,6 +7,8 @@ provider's health on a scratch instance; the config file; the configured
 provider opening and answering health; for a store kept in an SQLite file, its
 schema version and integrity (read-only); the free disk space where the store
 lives.
+
+May import: the facade and every layer below it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from typing import Any, Final, Literal
 
 from attrs import frozen
 
-from memvault.errors import MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.config import find_config, load_config
+from memvault.contract.errors import MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.registry import get_registry
+from memvault.vault import open as open_vault
 
 __all__ = ["Check", "run_checks"]
 
@@ -57,7 +62,6 @@ def _python() -> Check:
 
 
 def _plugins() -> Iterator[Check]:
-    from memvault.plugins import get_registry
 
     registry = get_registry()
     names = registry.names()
@@ -84,8 +88,6 @@ def _plugins() -> Iterator[Check]:
 
 
 def _scratch_health(name: str) -> Check:
-    from memvault.plugins import get_registry
-    from memvault.vault import open as open_vault
 
     info = get_registry().get(name)
     label = f"provider {name}"
@@ -194,8 +196,6 @@ def _disk(where: Path) -> Check:
 
 
 def _configured(config_path: str | None, options: Mapping[str, str], provider: str | None) -> Iterator[Check]:
-    from memvault.config import find_config, load_config
-    from memvault.vault import open as open_vault
 
     try:
         config = load_config(config_path)
@@ -240,7 +240,6 @@ def run_checks(
     progress: Callable[[str], None] | None = None,
 ) -> list[Check]:
     """Every check, in order; ``progress`` is told the name of each step as it starts."""
-    from memvault.plugins import get_registry
 
     say = progress or (lambda _: None)
     checks = [_python()]

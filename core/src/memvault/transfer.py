@@ -1,4 +1,4 @@
-"""Moving memory between providers: the versioned JSON Lines export format, export and import.
+"""Layer 6: moving memory between providers: the versioned JSON Lines export format, export and import.
 
 An export file is UTF-8 JSON Lines, one object per line, each with a ``kind``:
 
@@ -9,7 +9,7 @@ An export file is UTF-8 JSON Lines, one object per line, each with a ``kind``:
 3. ``quarantine`` lines: ``{"kind": "quarantine", "record": QuarantineRecord}``;
 4. ``end``: ``{"kind": "end", "documents": N, "quarantine": M, "withheld": W}``.
 
-The shapes are :mod:`memvault.wire`'s. The trailer makes a truncated file an
+The shapes are :mod:`memvault.contract.wire`'s. The trailer makes a truncated file an
 error instead of a silent partial import; each document's ``digest`` and
 ``bytes`` make a damaged body an error naming its line.
 
@@ -21,12 +21,13 @@ subjects ``s1..sn`` is stored with one ``replace`` per subject, which leaves
 the body unchanged and, by contract P13, tags the document with every subject.
 Documents and quarantine copies the target already holds are skipped, so a
 second run changes nothing.
+
+May import: the facade and every layer below it.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -36,8 +37,8 @@ from typing import IO, Any, Final
 import attrs
 from attrs import field, frozen
 
-from memvault.errors import InvalidRequest, MemvaultError, NotSupported
-from memvault.models import (
+from memvault.contract.errors import InvalidRequest, MemvaultError, NotSupported
+from memvault.contract.models import (
     DocumentInfo,
     ForgetRequest,
     ListDocumentsRequest,
@@ -45,11 +46,12 @@ from memvault.models import (
     ReadRequest,
     RetainRequest,
     Tier,
+    body_sha256,
     check_cap,
     parse_label,
 )
+from memvault.contract.wire import structure, unstructure
 from memvault.vault import Vault
-from memvault.wire import structure, unstructure
 
 __all__ = [
     "FORMAT",
@@ -134,8 +136,7 @@ def _line(kind: str, value: object) -> str:
     return json.dumps({"kind": kind, **unstructure(value)}, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def _digest(body: str) -> str:
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+_digest = body_sha256
 
 
 # -- export ----------------------------------------------------------------------------
@@ -211,8 +212,7 @@ def export_store(
     if _has_hook(vault, "memvault_quarantine_list"):
         workspaces = [workspace_id] if workspace_id else sorted({d.workspace_id for d in listing})
         for ws in workspaces:
-            found = vault.plugin_manager.hook.memvault_quarantine_list(workspace_id=ws) or []
-            for record in sorted(found, key=lambda r: r.created_at):
+            for record in vault.quarantine_list(ws):
                 out.write(_line("quarantine", ExportedQuarantine(record=record)))
                 records += 1
     out.write(_line("end", ExportEnd(documents=written, quarantine=records, withheld=len(withheld))))
@@ -378,7 +378,7 @@ class _Target:
     def has_copy(self, record: QuarantineRecord) -> bool:
         copies = self._copies.get(record.workspace_id)
         if copies is None:
-            found = self.vault.plugin_manager.hook.memvault_quarantine_list(workspace_id=record.workspace_id) or []
+            found = self.vault.quarantine_list(record.workspace_id)
             copies = self._copies[record.workspace_id] = {r.sha256 for r in found}
         return record.sha256 in copies
 
@@ -492,7 +492,7 @@ def import_store(
                 elif target.has_copy(record):
                     same += 1
                 else:
-                    if vault.plugin_manager.hook.memvault_quarantine_keep(record=record) is not True:
+                    if not vault.quarantine_keep(record):
                         raise MemvaultError(f"provider {vault.name!r} did not keep quarantine copy {record.sha256}")
                     target.kept(record)
                     kept += 1

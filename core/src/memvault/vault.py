@@ -1,25 +1,32 @@
-"""The typed facade users call: :class:`Vault` and :class:`AsyncVault`.
+"""Layer 4, the facade users call: :class:`Vault`, :class:`AsyncVault` and the ``open`` functions.
 
-A vault owns one pluggy plugin manager holding the chosen provider instance
-and the cross-cutting plugins. It checks each request's type (the request
-validated itself at construction), calls the hook, and turns anything a
-provider lets escape into a :mod:`memvault.errors` type with the cause chained.
+A vault owns one pluggy plugin manager carrying the provider-verb and
+lifecycle specs, holding the chosen provider instance, the plugins every vault
+gets (the default lifecycle, from the registry) and the cross-cutting plugins
+(the scanner). It checks each request's type (the request validated itself at
+construction) and calls the hook through a typed wrapper method. A provider
+translates its own library's exceptions; the vault turns what still escapes
+into a memvault error with the cause chained: stdlib ``TimeoutError`` and
+``OSError`` into ``UpstreamTimeout``/``UpstreamError``, anything else into
+``PluginError`` (a bug in the provider).
+
+May import: :mod:`memvault.contract`, :mod:`memvault.hooks`,
+:mod:`memvault.registry` and :mod:`memvault.config`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import pluggy
 
-from memvault import hookspecs
-from memvault.errors import (
+from memvault.config import Config, load_config
+from memvault.contract.errors import (
     InvalidRequest,
     MemvaultError,
     NotSupported,
@@ -27,14 +34,15 @@ from memvault.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
-from memvault.markers import PROJECT
-from memvault.models import (
+from memvault.contract.lifecycle import LifecycleContext
+from memvault.contract.models import (
     Capability,
     ForgetRequest,
     ForgetResult,
     HealthStatus,
     ListDocumentsRequest,
     ListDocumentsResult,
+    QuarantineRecord,
     ReadRequest,
     ReadResult,
     RecallRequest,
@@ -42,9 +50,9 @@ from memvault.models import (
     RetainRequest,
     RetainResult,
 )
-
-if TYPE_CHECKING:
-    from memvault.config import Config
+from memvault.hooks import lifecycle as lifecycle_specs
+from memvault.hooks import provider as provider_specs
+from memvault.registry import coerce_settings, get_registry, make_manager, missing_settings
 
 __all__ = ["AsyncVault", "Vault", "open", "open_async", "open_configured", "open_from_config"]
 
@@ -60,7 +68,7 @@ def _wrap(exc: Exception, provider: str, verb: str) -> MemvaultError:
     where = f"provider {provider!r} ({verb})"
     if isinstance(exc, TimeoutError):
         return UpstreamTimeout(f"{where} timed out: {exc}")
-    if isinstance(exc, (OSError, sqlite3.Error)) or type(exc).__module__.split(".")[0] in {"httpx", "httpcore"}:
+    if isinstance(exc, OSError):
         return UpstreamError(f"{where} failed on its storage: {type(exc).__name__}: {exc}")
     return PluginError(f"{where} raised {type(exc).__name__}: {exc}; this is a bug in the provider")
 
@@ -110,12 +118,10 @@ class Vault:
         if health_timeout <= 0:
             raise InvalidRequest("health_timeout must be a positive number of seconds", field="health_timeout")
         self.health_timeout = float(health_timeout)
-        self.plugin_manager = pluggy.PluginManager(PROJECT)
-        self.plugin_manager.add_hookspecs(hookspecs)
-        from memvault import lifecycle_default
-
-        self.plugin_manager.register(lifecycle_default.DefaultLifecycle(), name="memvault.lifecycle")
+        self.plugin_manager = make_manager(provider_specs, lifecycle_specs)
         try:
+            for index, plugin in enumerate(get_registry().vault_plugins()):
+                self.plugin_manager.register(plugin, name=f"vault:{index}:{type(plugin).__name__}")
             self.plugin_manager.register(provider, name=f"provider:{name}")
             for index, plugin in enumerate(plugins):
                 self.plugin_manager.register(plugin, name=f"{name}:plugin:{index}:{type(plugin).__name__}")
@@ -176,6 +182,64 @@ class Vault:
                 "memvault_list_documents): use a provider with the 'list_documents' capability"
             )
         return self._call(hook, "list_documents", ListDocumentsResult, request)
+
+    # -- lifecycle phases (called by memvault.lifecycle for this vault's slots) ---
+
+    def recall_turn_started(self, ctx: LifecycleContext) -> object:
+        """The slot's ``turn.started`` recall (L6): a :class:`RecallOutcome`, a mapping, or ``None``."""
+        return self._hook.memvault_recall_turn_started(ctx=ctx)
+
+    def recall_compaction_completed(self, ctx: LifecycleContext) -> object:
+        """The slot's ``compaction.completed`` recall (L9), shaped like :meth:`recall_turn_started`'s."""
+        return self._hook.memvault_recall_compaction_completed(ctx=ctx)
+
+    def capture_turn_completed(self, ctx: LifecycleContext) -> object:
+        """The slot's ``turn.completed`` capture (L8)."""
+        return self._hook.memvault_capture_turn_completed(ctx=ctx)
+
+    def capture_compaction_requested(self, ctx: LifecycleContext) -> object:
+        """The slot's ``compaction.requested`` capture (L9)."""
+        return self._hook.memvault_capture_compaction_requested(ctx=ctx)
+
+    def tools(self, ctx: LifecycleContext) -> object:
+        """The slot's model-facing tools (L12): a list of :class:`Tool`, or ``None``."""
+        return self._hook.memvault_tools(ctx=ctx)
+
+    # -- quarantine copies (P30; the scanner keeps them, operators read them) -----
+
+    def quarantine_keep(self, record: QuarantineRecord) -> bool:
+        """Ask the provider to keep a quarantine copy; ``False`` when it keeps none."""
+        return bool(self._quarantine("memvault_quarantine_keep", record=record))
+
+    def quarantine_list(self, workspace_id: str) -> list[QuarantineRecord]:
+        """The quarantine copies kept for ``workspace_id``, oldest first.
+
+        :raises NotSupported: when the provider keeps no quarantine copies.
+        """
+        found = self._quarantine("memvault_quarantine_list", workspace_id=workspace_id)
+        return sorted(found or [], key=lambda r: r.created_at)
+
+    def quarantine_get(self, workspace_id: str, sha256: str) -> QuarantineRecord | None:
+        """The quarantine copy of the body with this sha256, or ``None``.
+
+        :raises NotSupported: when the provider keeps no quarantine copies.
+        """
+        found = self._quarantine("memvault_quarantine_get", workspace_id=workspace_id, sha256=sha256)
+        return found if isinstance(found, QuarantineRecord) else None
+
+    def _quarantine(self, hook_name: str, **kwargs: Any) -> Any:
+        caller = getattr(self._hook, hook_name)
+        if not caller.get_hookimpls():
+            raise NotSupported(
+                f"provider {self.name!r} keeps no quarantine copies (it lacks the 'quarantine' capability); "
+                "use a provider that has it, e.g. sqlite or local-disk"
+            )
+        try:
+            return caller(**kwargs)
+        except MemvaultError:
+            raise
+        except Exception as exc:
+            raise _wrap(exc, self.name, hook_name.removeprefix("memvault_")) from exc
 
     def health(self) -> HealthStatus:
         """Probe the provider under a hard deadline; never raises, never blocks past it (P25-P27)."""
@@ -336,24 +400,21 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     :raises InvalidRequest: for a setting the provider does not take, or a required
         one (a factory parameter without a default) that is missing.
     """
-    from memvault.plugins import coerce_settings, get_registry, missing_settings
-    from memvault.scan import ScanPolicy
-
-    policy = ScanPolicy.from_table(scan)
-    info = get_registry().get(name)
+    registry = get_registry()
+    info = registry.get(name)
     kwargs = coerce_settings(info, settings)
     missing = missing_settings(info, kwargs)
     if missing is not None:
         raise missing
+    if scanner is None:
+        scanner = "off" if Capability.SCANS_UPSTREAM in info.capabilities else "builtin"
+    extra = [*registry.scanner(scanner, scan), *plugins]  # a bad [scan] table fails before anything opens
     try:
         provider = info.factory(**kwargs)
     except MemvaultError:
         raise
     except Exception as exc:
         raise _wrap(exc, name, "open") from exc
-    if scanner is None:
-        scanner = "off" if Capability.SCANS_UPSTREAM in info.capabilities else "builtin"
-    extra = list(_scanner_plugins(scanner, policy)) + list(plugins)
     try:
         return Vault(
             provider,
@@ -369,16 +430,6 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         raise
 
 
-def _scanner_plugins(scanner: str, policy: Any) -> Iterable[object]:
-    from memvault.plugins import get_registry
-    from memvault.scan import DEFAULT_POLICY, BuiltinScanner
-
-    plugins = get_registry().scanner(scanner)
-    if scanner == "builtin" and policy is not DEFAULT_POLICY:
-        return [BuiltinScanner(policy=policy)]
-    return plugins
-
-
 def open_from_config(config: str | os.PathLike[str] | None = None, **overrides: Any) -> Vault:
     """Open the provider a ``memvault.toml`` names (see :mod:`memvault.config`).
 
@@ -388,8 +439,6 @@ def open_from_config(config: str | os.PathLike[str] | None = None, **overrides: 
         ``path="fresh.db"`` for sqlite. ``config`` is reserved for the file
         (no provider may take a setting of that name).
     """
-    from memvault.config import load_config
-
     return open_configured(load_config(config), **overrides)
 
 

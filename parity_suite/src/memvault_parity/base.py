@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 import pytest
 
 import memvault
-from memvault.models import Capability
+from memvault.contract.models import Capability
 
 __all__ = [
     "LABEL_SHAPE",
@@ -94,7 +94,7 @@ class SuiteBase:
     @pytest.fixture
     def settings(self, tmp_path: Path) -> Mapping[str, Any]:
         """Settings for a fresh, EMPTY store (default: the provider's registered ``scratch``)."""
-        from memvault.plugins import get_registry
+        from memvault.registry import get_registry
 
         info = get_registry().get(self._provider_name())
         if info.scratch is None:
@@ -109,7 +109,7 @@ class SuiteBase:
         """The capabilities under test: the class's override, else the registered ones."""
         if self.capabilities is not None:
             return frozenset(self.capabilities)
-        from memvault.plugins import get_registry
+        from memvault.registry import get_registry
 
         return get_registry().get(self._provider_name()).capabilities
 

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from memvault.markers import hookimpl
+from memvault.hooks.markers import hookimpl
 
 __all__ = ["memvault_register_commands", "parity"]
 
@@ -32,8 +32,8 @@ def parity(name: str, options: tuple[str, ...], keyword: str | None, exitfirst: 
 
     Exits 0 when every applicable test passes, 1 when any fails, 2 on bad input.
     """
-    from memvault.errors import MemvaultError
-    from memvault.plugins import get_registry
+    from memvault.contract.errors import MemvaultError
+    from memvault.registry import get_registry
     from memvault.vault import settings_from_pairs
 
     try:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.models import Capability
+from memvault.contract.models import Capability
 from memvault_parity.base import SuiteBase, child_env, requires
 
 __all__ = ["ConcurrencyTests", "CrashTests", "ForgetRaceTests", "MultiProcessTests"]

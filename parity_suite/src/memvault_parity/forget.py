@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import memvault
-from memvault.models import Capability
+from memvault.contract.models import Capability
 from memvault_parity.base import SuiteBase, requires, requires_absent
 
 __all__ = ["ForgetTests", "ReadTests", "SubjectErasureTests"]

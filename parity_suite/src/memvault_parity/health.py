@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import memvault
-from memvault.models import Capability
+from memvault.contract.models import Capability
 from memvault_parity.base import SuiteBase
 
 __all__ = ["HealthTests"]

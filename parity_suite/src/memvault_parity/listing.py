@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 import memvault
-from memvault.models import Capability, DocumentInfo, ListDocumentsRequest
+from memvault.contract.models import Capability, DocumentInfo, ListDocumentsRequest
 from memvault_parity.base import SuiteBase, requires, requires_absent
 
 __all__ = ["ListingTests"]

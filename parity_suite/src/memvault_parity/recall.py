@@ -94,7 +94,7 @@ class RecallTests(SuiteBase):
         substring: the answer is among the top 3 hits, which are sorted with scores in [0, 1].
 
         Which other lines come back, and in which order, is the search engine's business: a provider on
-        its own full-text or vector index passes without copying memvault.text's stop words or stemmer.
+        its own full-text or vector index passes without copying memvault.search's stop words or stemmer.
         """
         facts = [
             "Prefers metric units.",

@@ -28,7 +28,7 @@ class Target:
         """The ``--option`` settings when given, else the provider's scratch settings in ``tmp_path``."""
         if self.options is not None:
             return dict(self.options)
-        from memvault.plugins import get_registry
+        from memvault.registry import get_registry
 
         info = get_registry().get(self.name)
         if info.scratch is None:  # checked before the run; kept for direct use

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.scan import BLOCKED_PREFIX, INVISIBLE_RULES, RULES, BuiltinScanner, quarantine_record, quarantine_records
+from memvault.scanner.engine import INVISIBLE_RULES, RULES
+from memvault.scanner.plugin import BuiltinScanner
+from memvault.scanner.quarantine import BLOCKED_PREFIX, quarantine_record, quarantine_records
 from memvault_parity.base import SuiteBase, requires, requires_absent
 
 __all__ = ["ScannerTests", "in_base64", "with_look_alikes"]

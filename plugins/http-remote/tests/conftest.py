@@ -9,7 +9,7 @@ import pytest
 from httpremote_support import ServerProcess, backing_provider, memvault_command, write_config
 from hypothesis import settings as hypothesis_settings
 
-from memvault.plugins import reset_registry
+from memvault.registry import reset_registry
 
 hypothesis_settings.register_profile("ci", max_examples=60, deadline=None)
 hypothesis_settings.register_profile("dev", max_examples=30, deadline=None)

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memvault.markers import hookimpl
-from memvault.memory import MemoryProvider
-from memvault.models import RecallRequest, RecallResult
-from memvault.plugins import get_registry
+from memvault.contract.models import RecallRequest, RecallResult
+from memvault.hooks.markers import hookimpl
+from memvault.providers.memory import MemoryProvider
+from memvault.registry import get_registry
 from memvault_http_remote.settings import hash_token
 
 HERE = Path(__file__).parent
@@ -34,7 +34,7 @@ def backing_provider() -> str:
 
 
 def memvault_command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from memvault.cli import main; main()", *args]
+    return [sys.executable, "-c", "from memvault.cli.main import main; main()", *args]
 
 
 def child_env() -> dict[str, str]:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from httpremote_support import ServerProcess, memvault_command, raw_http, valid_bodies
 
-from memvault.models import MAX_QUERY_BYTES, MAX_QUERY_TERMS
+from memvault.contract.models import MAX_QUERY_BYTES, MAX_QUERY_TERMS
 from memvault_http_remote.settings import hash_token
 
 TOKENS = {

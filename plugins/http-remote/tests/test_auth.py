@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import memvault
-from memvault.errors import InvalidRequest
-from memvault.memory import MemoryProvider
+from memvault.contract.errors import InvalidRequest
+from memvault.providers.memory import MemoryProvider
 from memvault_http_remote.app import create_app
 from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore, hash_token, load_tokens_file
 

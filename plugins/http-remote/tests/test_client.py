@@ -14,7 +14,7 @@ import pytest
 from httpremote_support import PARITY_TOKEN, ServerProcess, child_env
 
 import memvault
-from memvault.errors import InvalidRequest
+from memvault.contract.errors import InvalidRequest
 from memvault_http_remote.errorwire import decode_error
 
 RECALL = memvault.RecallRequest(workspace_id="parity-client", agent_id="a1", query="anything")

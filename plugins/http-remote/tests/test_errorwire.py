@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memvault import errors
-from memvault.errors import ContentRejected, MemvaultError
+from memvault.contract.errors import ContentRejected, MemvaultError
 from memvault_http_remote.errorwire import decode_error, encode_error, status_for
 
 

@@ -14,9 +14,9 @@ import pytest
 from httpremote_support import make_test_client_class
 
 import memvault
-from memvault.markers import hookimpl
-from memvault.memory import MemoryProvider
-from memvault.models import HealthStatus
+from memvault.contract.models import HealthStatus
+from memvault.hooks.markers import hookimpl
+from memvault.providers.memory import MemoryProvider
 from memvault_http_remote.app import create_app
 from memvault_http_remote.settings import ServerSettings, TokenStore
 

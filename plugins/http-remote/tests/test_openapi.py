@@ -13,8 +13,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import memvault
-from memvault.errors import InvalidRequest
-from memvault.models import parse_label, validate_identifier
+from memvault.contract.errors import InvalidRequest
+from memvault.contract.models import parse_label, validate_identifier
 from memvault_http_remote.app import create_app
 from memvault_http_remote.openapi import openapi_document
 from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore, hash_token
@@ -109,8 +109,8 @@ def test_every_route_is_in_the_document_and_versioned(client: Any) -> None:
 
 
 def test_request_schemas_accept_what_the_client_sends() -> None:
-    """The client's bodies (memvault.wire.unstructure of the request types) validate against the document."""
-    from memvault.wire import unstructure
+    """The client's bodies (memvault.contract.wire.unstructure of the request types) validate against the document."""
+    from memvault.contract.wire import unstructure
 
     document = openapi_document()
     requests = {

@@ -10,7 +10,7 @@ import pytest
 from httpremote_support import PARITY_TOKEN, ServerProcess, memvault_command, write_config
 
 import memvault
-from memvault.models import Capability
+from memvault.contract.models import Capability
 from memvault_http_remote.plugin import CAPABILITIES
 from memvault_parity import ProviderSuite
 

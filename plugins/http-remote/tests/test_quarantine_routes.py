@@ -10,7 +10,7 @@ import pytest
 from httpremote_support import make_test_client_class
 
 import memvault
-from memvault.memory import MemoryProvider
+from memvault.providers.memory import MemoryProvider
 from memvault_http_remote.app import create_app
 from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore, hash_token
 

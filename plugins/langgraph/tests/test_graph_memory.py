@@ -11,7 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import BaseTool
 
 import memvault
-from memvault.lifecycle import Runtime, Slot, TurnFailed, by_principal
+from memvault.contract.errors import TurnFailed
+from memvault.lifecycle import Runtime, Slot, by_principal
 from memvault_langgraph import GraphMemory
 
 WRITE = {"tier": "AGENT", "content": "Prefers metric units.\n", "mode": "append"}

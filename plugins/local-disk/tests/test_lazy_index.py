@@ -1,11 +1,11 @@
-"""The lazy per-file index answers exactly like memvault.text's full index (P17, P18)."""
+"""The lazy per-file index answers exactly like memvault.search's full index (P17, P18)."""
 
 from __future__ import annotations
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memvault import text
+from memvault import search as text
 from memvault_local_disk.lazy import LazyDocument
 
 # Words built to exercise every stemmer rule (plurals, -ies, -sses, -ing with doubled consonants,

@@ -11,8 +11,8 @@ import pytest
 
 import memvault
 from memvault import ForgetRequest, ReadRequest, RecallRequest, RetainRequest
-from memvault.errors import InvalidRequest
-from memvault.models import QuarantineRecord
+from memvault.contract.errors import InvalidRequest
+from memvault.contract.models import QuarantineRecord
 
 
 def _record(content: str, workspace: str = "w1", **kw: str) -> QuarantineRecord:

@@ -10,7 +10,7 @@ import pytest
 
 import memvault
 from memvault import ForgetRequest, ReadRequest, RecallRequest, RetainRequest
-from memvault.errors import InvalidRequest, UpstreamError
+from memvault.contract.errors import InvalidRequest, UpstreamError
 
 
 def _agent_retain(vault: memvault.Vault, content: str, tier: str = "AGENT", **kw: str) -> memvault.RetainResult:

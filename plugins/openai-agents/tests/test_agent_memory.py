@@ -11,7 +11,8 @@ from agents import Agent, FunctionTool, RunConfig
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 import memvault
-from memvault.lifecycle import Runtime, Slot, TurnFailed, by_principal
+from memvault.contract.errors import TurnFailed
+from memvault.lifecycle import Runtime, Slot, by_principal
 from memvault_openai_agents import AgentMemory
 
 WRITE = {"tier": "AGENT", "content": "Prefers metric units.\n", "mode": "append"}

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import memvault
-from memvault.plugins import reset_registry
+from memvault.registry import reset_registry
 from memvault_postgres import DSN_ENV
 from memvault_postgres.testing import TemporaryCluster
 

@@ -15,7 +15,7 @@ import pytest
 from pg_helpers import body, put
 
 import memvault
-from memvault.errors import InvalidRequest, UpstreamError, UpstreamTimeout
+from memvault.contract.errors import InvalidRequest, UpstreamError, UpstreamTimeout
 from memvault_postgres.testing import TemporaryCluster
 
 #: Scheduling slack on a loaded 2-core CI machine, on top of the 1 s deadline under test.

@@ -17,7 +17,7 @@ def test_memvault_parity_postgres_runs_with_no_options(cluster: TemporaryCluster
         [
             sys.executable,
             "-c",
-            "from memvault.cli import main; main()",
+            "from memvault.cli.main import main; main()",
             "parity",
             "postgres",
             "-k",

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault.errors import MemvaultError
+from memvault.contract.errors import MemvaultError
 from memvault_postgres.testing import TemporaryCluster
 
 pytest.importorskip("memvault_http_remote", reason="the replica tests need memvault-http-remote (memvault serve)")
@@ -44,7 +44,7 @@ class Replica:
             [
                 sys.executable,
                 "-c",
-                "from memvault.cli import main; main()",
+                "from memvault.cli.main import main; main()",
                 "serve",
                 "--provider",
                 "postgres",

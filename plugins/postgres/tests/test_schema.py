@@ -8,7 +8,7 @@ import pytest
 from pg_helpers import body, put
 
 import memvault
-from memvault.errors import InvalidRequest, UpstreamError
+from memvault.contract.errors import InvalidRequest, UpstreamError
 from memvault_postgres.schema import SCHEMA_VERSION
 from memvault_postgres.testing import TemporaryCluster
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import memvault
-from memvault.plugins import reset_registry
+from memvault.registry import reset_registry
 
 
 @pytest.fixture(autouse=True)

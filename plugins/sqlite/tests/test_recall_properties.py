@@ -1,4 +1,4 @@
-"""Property checks of P17 against the core's own definitions in ``memvault.text``."""
+"""Property checks of P17 against the core's own definitions in ``memvault.search``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memvault
-from memvault import text
+from memvault import search as text
+from memvault.contract import terms as vocabulary
 
 WORDS = ["tea", "Teas", "green", "the", "of", "walrus", "walruses", "red", "Run", "running", "NEAR", "or", "x"]
 _ids = itertools.count()
@@ -39,12 +40,14 @@ def test_hits_are_exactly_the_lines_sharing_a_term_phrase_lines_first_p17(
     parsed = text.Query.parse(query)
     wanted = set(parsed.terms)
     expected = {
-        n for n, line in enumerate(body.splitlines(), start=1) if wanted & {text.stem(t) for t in text.tokenize(line)}
+        n
+        for n, line in enumerate(body.splitlines(), start=1)
+        if wanted & {vocabulary.stem(t) for t in vocabulary.tokenize(line)}
     }
     phrase_lines = {
         n
         for n, line in enumerate(body.splitlines(), start=1)
-        if " ".join(parsed.phrase) and f" {' '.join(parsed.phrase)} " in f" {' '.join(text.tokenize(line))} "
+        if " ".join(parsed.phrase) and f" {' '.join(parsed.phrase)} " in f" {' '.join(vocabulary.tokenize(line))} "
     }
     hits = shared_vault.recall(memvault.RecallRequest(workspace_id="w", agent_id=agent, query=query, limit=20)).hits
     assert {h.line for h in hits} == expected  # documents here have at most 12 lines

@@ -18,15 +18,13 @@ check them again. Enforce the size cap with ``check_cap`` before writing.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import memvault
-from memvault import text
-from memvault.models import (
+from memvault import (
     Capability,
     DocumentInfo,
     ForgetRequest,
@@ -39,12 +37,12 @@ from memvault.models import (
     ReadResult,
     RecallRequest,
     RecallResult,
+    RegisterProvider,
     RetainRequest,
     RetainResult,
     Tier,
-    check_cap,
 )
-from memvault.plugins import RegisterProvider
+from memvault import search as text
 
 __all__ = ["TemplateProvider"]
 
@@ -66,7 +64,7 @@ class _Entry:
         self.tier = tier
         self.body = body
         self.size = len(body.encode("utf-8"))
-        self.digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        self.digest = memvault.body_sha256(body)
         self.subjects = subjects
         self.index = text.index_document(label, body)
         self.updated_at = dt.datetime.now(dt.timezone.utc)
@@ -92,19 +90,12 @@ class TemplateProvider:
         where = (ref.partition, ref.label)
         with self._guard:  # one lock makes read-modify-write atomic: concurrent appends lose nothing
             before = self._store.get(where)
-            old_body = before.body if before is not None else ""
-            body = old_body + request.content if request.mode == memvault.Mode.APPEND else request.content
-            warning = check_cap(
-                request.tier,
-                current=before.size if before is not None else 0,
-                projected=len(body.encode("utf-8")),
-            )  # raises CapExceeded before anything changes
-            subjects = before.subjects if before is not None else frozenset()
-            if request.data_subject_id:
-                subjects = subjects | {request.data_subject_id}
-            entry = _Entry(ref.label, request.tier, body, subjects)
+            # The final body, its size, the cap check (raises CapExceeded before anything
+            # changes) and the data subjects, as every provider computes them.
+            final = request.applied_to(before.body if before else "", before.subjects if before else ())
+            entry = _Entry(ref.label, request.tier, final.body, final.subjects)
             self._store[where] = entry
-        return RetainResult(id=ref.label, bytes=entry.size, warning=warning)
+        return RetainResult(id=ref.label, bytes=final.bytes, warning=final.warning)
 
     @memvault.hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:

@@ -1,6 +1,6 @@
 """The memvault service: an ASGI application (Starlette) exposing one vault over JSON.
 
-Routes (all under ``/v1``; bodies and results are the :mod:`memvault.wire` shapes):
+Routes (all under ``/v1``; bodies and results are the :mod:`memvault.contract.wire` shapes):
 
 =========================  ======  =====================================================
 ``/v1/retain``             POST    :class:`~memvault.RetainRequest` -> ``RetainResult``
@@ -52,8 +52,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memvault.errors import InvalidRequest, MemvaultError, Unauthorized, UpstreamError, UpstreamTimeout
-from memvault.models import (
+from memvault.contract.errors import InvalidRequest, MemvaultError, Unauthorized, UpstreamError, UpstreamTimeout
+from memvault.contract.models import (
     ForgetRequest,
     HealthStatus,
     ListDocumentsRequest,
@@ -64,8 +64,8 @@ from memvault.models import (
     validate_identifier,
     validate_sha256,
 )
+from memvault.contract.wire import structure, unstructure
 from memvault.vault import Vault
-from memvault.wire import structure, unstructure
 from memvault_http_remote.errorwire import encode_error, status_for
 from memvault_http_remote.openapi import openapi_document
 from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore

@@ -31,9 +31,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from memvault.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
-from memvault.markers import hookimpl
-from memvault.models import (
+from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.contract.models import (
     ForgetRequest,
     ForgetResult,
     HealthStatus,
@@ -48,7 +47,8 @@ from memvault.models import (
     RetainRequest,
     RetainResult,
 )
-from memvault.wire import structure, unstructure
+from memvault.contract.wire import structure, unstructure
+from memvault.hooks.markers import hookimpl
 from memvault_http_remote.errorwire import decode_error
 
 __all__ = ["HEALTH_BUDGET", "HttpRemoteProvider"]

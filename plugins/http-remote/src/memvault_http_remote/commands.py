@@ -11,7 +11,7 @@ import attrs
 import click
 
 from memvault.config import load_config
-from memvault.errors import InvalidRequest, MemvaultError
+from memvault.contract.errors import InvalidRequest, MemvaultError
 from memvault.vault import open_configured, settings_from_pairs
 from memvault_http_remote.settings import ServerSettings, TokenStore, hash_token, load_tokens_file
 

@@ -20,7 +20,7 @@ import typing
 from typing import Any, Final
 
 from memvault import errors as _errors
-from memvault.errors import (
+from memvault.contract.errors import (
     CapExceeded,
     ContentRejected,
     InvalidRequest,

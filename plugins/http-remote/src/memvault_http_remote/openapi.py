@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the service, served at ``/v1/openapi.json``.
 
-Written by hand from the :mod:`memvault.models` types (their JSON shapes come
-from :mod:`memvault.wire`); a test validates real responses against it.
+Written by hand from the :mod:`memvault.contract.models` types (their JSON shapes come
+from :mod:`memvault.contract.wire`); a test validates real responses against it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import types
 import typing
 from typing import Any, Final
 
-from memvault.models import MAX_QUERY_BYTES, MAX_QUERY_TERMS, MAX_RECALL_LIMIT, MAX_SNIPPET_CHARS, Tier
+from memvault.contract.models import MAX_QUERY_BYTES, MAX_QUERY_TERMS, MAX_RECALL_LIMIT, MAX_SNIPPET_CHARS, Tier
 from memvault_http_remote.errorwire import SERVICE_ERROR, WIRE_TYPES, wire_fields
 
 __all__ = ["openapi_document"]

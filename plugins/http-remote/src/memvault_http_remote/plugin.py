@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from memvault.markers import hookimpl
-from memvault.models import Capability
-from memvault.plugins import RegisterProvider
+from memvault.contract.models import Capability
+from memvault.contract.registration import RegisterProvider
+from memvault.hooks.markers import hookimpl
 from memvault_http_remote.client import HttpRemoteProvider
 
 __all__ = ["CAPABILITIES"]

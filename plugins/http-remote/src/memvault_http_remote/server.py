@@ -22,7 +22,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from memvault.errors import InvalidRequest
+from memvault.contract.errors import InvalidRequest
 from memvault.vault import Vault
 from memvault_http_remote.app import create_app
 from memvault_http_remote.errorwire import encode_error

@@ -37,8 +37,8 @@ from typing import Any, Final
 from attrs import field, frozen
 
 from memvault.config import read_toml
-from memvault.errors import InvalidRequest
-from memvault.wire import structure
+from memvault.contract.errors import InvalidRequest
+from memvault.contract.wire import structure
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServerSettings", "TokenEntry", "TokenStore", "hash_token"]
 

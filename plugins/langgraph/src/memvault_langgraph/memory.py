@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field
 
 from memvault import InvalidRequest
 from memvault.lifecycle import Entry, Runtime, Session, TurnStart
-from memvault.tools import ToolSet
+from memvault.lifecycle.tools import ToolSet
 
 __all__ = ["GraphMemory", "MemoryState", "MemvaultTool"]
 

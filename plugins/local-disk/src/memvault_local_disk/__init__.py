@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memvault.markers import hookimpl
-from memvault.plugins import RegisterProvider
+from memvault.contract.registration import RegisterProvider
+from memvault.hooks.markers import hookimpl
 from memvault_local_disk.provider import LocalDiskProvider
 
 __all__ = ["LocalDiskProvider", "memvault_register_providers"]

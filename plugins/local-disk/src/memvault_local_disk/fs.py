@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from memvault.errors import InvalidRequest, UpstreamError
+from memvault.contract.errors import InvalidRequest, UpstreamError
 
 __all__ = [
     "DIR_MODE",

@@ -1,12 +1,12 @@
 """A document indexed only as far as the queries asked so far need.
 
-:func:`memvault.text.index_document` tokenises and stems every line, which for
+:func:`memvault.search.index_document` tokenises and stems every line, which for
 a year of daily notes (10 MB) takes seconds in Python. A recall only needs, per
 document, the number of non-blank lines and their total length (for BM25's
 statistics) and the lines holding the query's terms. :class:`LazyDocument`
 computes the statistics with one cheap pass, finds a term's lines by substring
 search over the case-folded text, confirms each candidate by indexing that line
-the way :func:`memvault.text.index_document` does, and keeps every answer for the next
+the way :func:`memvault.search.index_document` does, and keeps every answer for the next
 query. The results equal a full index's (a property test checks it).
 
 Why a substring search finds every line: the stemmer only strips a suffix and
@@ -26,18 +26,19 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Final
 
-from memvault import text
+from memvault import search as text
+from memvault.contract import terms as vocabulary
 
 __all__ = ["LazyDocument"]
 
-_is_stop_word = text.STOP_WORDS.__contains__
+_is_stop_word = vocabulary.STOP_WORDS.__contains__
 
 
 # For ASCII text, r"\w+" tokens are the runs of [A-Za-z0-9_]: mapping every other byte
 # but the line break to a space and splitting gives the same tokens several times faster.
 _WORD_BYTES: Final = frozenset((string.ascii_letters + string.digits + "_").encode())
 _ASCII_BLANKS: Final = bytes(b if b in _WORD_BYTES or b == 0x0A else 0x20 for b in range(256))
-_is_stop_word_bytes: Final = frozenset(w.encode() for w in text.STOP_WORDS).__contains__
+_is_stop_word_bytes: Final = frozenset(w.encode() for w in vocabulary.STOP_WORDS).__contains__
 
 
 def _statistics(folded: str, folded_lines: list[str]) -> tuple[int, int]:
@@ -53,7 +54,7 @@ def _statistics(folded: str, folded_lines: list[str]) -> tuple[int, int]:
                 count += 1
                 total += (len(byte_tokens) - sum(map(_is_stop_word_bytes, byte_tokens))) or 1
         return count, total
-    for tokens in map(text.tokenize, folded_lines):
+    for tokens in map(vocabulary.tokenize, folded_lines):
         if tokens:
             count += 1
             total += (len(tokens) - sum(map(_is_stop_word, tokens))) or 1
@@ -65,7 +66,7 @@ def _probe(term: str) -> str:
 
 
 class LazyDocument:
-    """One document body, answering :class:`memvault.text.SearchableDocument` lazily.
+    """One document body, answering :class:`memvault.search.SearchableDocument` lazily.
 
     Positions are 0-based line indexes in ``body.splitlines()``.
     """
@@ -114,14 +115,14 @@ class LazyDocument:
         if position in self._indexed:
             return self._indexed[position]
         line = self._lines[position]
-        tokens = text.tokenize(line)
+        tokens = vocabulary.tokenize(line)
         indexed = None
         if tokens:  # built as text.index_document builds a line (the property test holds the two equal)
             indexed = text.IndexedLine(
                 number=position + 1,
                 text=line,
                 joined=f" {' '.join(tokens)} ",
-                counts=dict(Counter(map(text.stem, tokens))),
+                counts=dict(Counter(map(vocabulary.stem, tokens))),
                 length=(len(tokens) - sum(map(_is_stop_word, tokens))) or 1,
             )
         with self._lock:
@@ -136,7 +137,7 @@ class LazyDocument:
         at = folded.find(probe)
         while at >= 0:
             position = bisect_right(starts, at) - 1
-            if term in map(text.stem, text.tokenize(self._lines[position])):  # what index_document counts
+            if term in map(vocabulary.stem, vocabulary.tokenize(self._lines[position])):  # what index_document counts
                 found.append(position)
             at = folded.find(probe, starts[position + 1])
         return tuple(found)

@@ -34,10 +34,9 @@ from typing import Any, Final
 
 import attrs
 
-from memvault import text
-from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
-from memvault.markers import hookimpl
-from memvault.models import (
+from memvault import search as text
+from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError
+from memvault.contract.models import (
     Capability,
     DocumentInfo,
     ForgetRequest,
@@ -58,6 +57,7 @@ from memvault.models import (
     parse_label,
     validate_identifier,
 )
+from memvault.hooks.markers import hookimpl
 from memvault_local_disk import fs
 from memvault_local_disk.lazy import LazyDocument
 

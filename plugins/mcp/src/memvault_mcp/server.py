@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memvault import MemvaultError
-from memvault.tools import ToolResult
+from memvault.lifecycle.tools import ToolResult
 from memvault_http_remote.settings import TokenEntry, TokenStore
 from memvault_mcp.service import Caller, MemoryService
 

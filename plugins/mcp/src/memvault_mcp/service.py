@@ -29,7 +29,7 @@ from attrs import frozen
 import memvault
 from memvault import InvalidRequest, MemvaultError
 from memvault.lifecycle import Runtime, Slot, TurnStart, by_principal, by_session, by_value
-from memvault.tools import ToolResult
+from memvault.lifecycle.tools import ToolResult
 from memvault_mcp.config import ServerConfig, SlotConfig
 
 __all__ = ["URI_SCHEME", "Caller", "MemoryService", "Resource", "ResourceTemplate", "open_slots"]

@@ -24,7 +24,7 @@ from agents.tool_context import ToolContext
 
 from memvault import InvalidRequest
 from memvault.lifecycle import Entry, Runtime, Session, TurnStart
-from memvault.tools import ToolSet
+from memvault.lifecycle.tools import ToolSet
 
 __all__ = ["AgentMemory", "function_tools", "record_messages"]
 

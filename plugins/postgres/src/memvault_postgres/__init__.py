@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from memvault.markers import hookimpl
-from memvault.plugins import RegisterProvider
+from memvault.contract.registration import RegisterProvider
+from memvault.hooks.markers import hookimpl
 from memvault_postgres.provider import PostgresProvider
 
 __all__ = ["PostgresProvider", "memvault_register_providers"]

@@ -20,17 +20,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Final, TypeVar
 
-import attrs
 import psycopg
 import psycopg.errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from memvault import text
-from memvault.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
-from memvault.markers import hookimpl
-from memvault.models import (
+from memvault import search as text
+from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.contract.models import (
     Capability,
     DocumentInfo,
     ForgetRequest,
@@ -47,7 +45,9 @@ from memvault.models import (
     RetainResult,
     check_cap,
 )
-from memvault.models import QuarantineRecord as _QuarantineRecord
+from memvault.contract.models import QuarantineRecord as _QuarantineRecord
+from memvault.hooks.markers import hookimpl
+from memvault.search import with_digests
 from memvault_postgres import schema
 from memvault_postgres.search import Candidate, index_line, lexemes, query_terms, rank, ts_query
 
@@ -395,7 +395,7 @@ class PostgresProvider:
             digests = {str(r[3]): str(r[8]) for r in rows if r[2] is not None}
             hits = rank(query, candidates, line_count=line_count, term_count=term_count, limit=request.limit)
             # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
-            return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
+            return RecallResult(hits=with_digests(hits, digests))
 
         return self._run(search, "recall")
 

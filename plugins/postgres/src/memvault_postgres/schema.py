@@ -25,13 +25,14 @@ migration leaves the old version intact.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import re
 from collections.abc import Callable
 from typing import Final
 
 import psycopg
 from psycopg import sql
+
+from memvault import body_sha256
 
 __all__ = ["SCHEMA_VERSION", "SHARDS", "ForeignSchema", "NewerSchema", "body_sha256", "migrate"]
 
@@ -195,8 +196,3 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int:
 
 def now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
-
-
-def body_sha256(body: str) -> str:
-    """The hex sha256 of a document body, as recall hits report it."""
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()

@@ -8,8 +8,8 @@ and scores do not drift with other tenants' data. The ranking is the sqlite
 provider's (the same BM25 with phrase and context signals), so both providers
 order the same lines the same way.
 
-Index terms are :func:`memvault.text.tokenize` tokens reduced by
-:func:`memvault.text.stem`, written as ``[a-z0-9_]`` words (see
+Index terms are :func:`memvault.contract.vocabulary.tokenize` tokens reduced by
+:func:`memvault.contract.vocabulary.stem`, written as ``[a-z0-9_]`` words (see
 :func:`index_token`). PostgreSQL never parses or stems them itself: a line's
 ``tsvector`` is ``array_to_tsvector`` of its terms, each prefixed with the
 partition's id (``"<pid>.<term>"``), so one GIN lookup is already local to the
@@ -18,12 +18,12 @@ terms built here, never as user-written syntax.
 
 Scoring (all in [0, 1], monotonic in relevance):
 
-* a line holding the query's words consecutively (``memvault.text``'s phrase,
+* a line holding the query's words consecutively (``memvault.search``'s phrase,
   case-insensitive) scores in (0.5, 1];
 * other candidate lines score in (0, 0.5): BM25 over the partition's lines,
   normalised by the best score the query could reach, plus two context
-  signals that help conversational memories (:data:`memvault.text.NEIGHBOUR_WEIGHT`,
-  :data:`memvault.text.SECOND_NEIGHBOUR`, :data:`memvault.text.DOCUMENT_WEIGHT`),
+  signals that help conversational memories (:data:`memvault.search.NEIGHBOUR_WEIGHT`,
+  :data:`memvault.search.SECOND_NEIGHBOUR`, :data:`memvault.search.DOCUMENT_WEIGHT`),
   the same constants the sqlite provider ranks with.
 """
 
@@ -37,9 +37,10 @@ from typing import Final
 
 from attrs import frozen
 
-from memvault import text
-from memvault.models import RecallSnippet
-from memvault.text import (
+from memvault import search as text
+from memvault.contract import terms as vocabulary
+from memvault.contract.models import RecallSnippet
+from memvault.search import (
     BM25_B,
     BM25_K1,
     DOCUMENT_WEIGHT,
@@ -93,11 +94,11 @@ class IndexedLine:
 
 def index_line(number: int, line: str) -> IndexedLine | None:
     """The stored form of one line, or ``None`` for a line without a word."""
-    tokens = text.tokenize(line)
+    tokens = vocabulary.tokenize(line)
     if not tokens:
         return None
-    length = sum(1 for t in tokens if t not in text.STOP_WORDS) or 1
-    terms = " ".join(index_token(text.stem(t)) for t in tokens)
+    length = sum(1 for t in tokens if t not in vocabulary.STOP_WORDS) or 1
+    terms = " ".join(index_token(vocabulary.stem(t)) for t in tokens)
     return IndexedLine(number=number, text=line, terms=terms, length=length)
 
 
@@ -178,7 +179,7 @@ def rank(
         # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
         blended = min(max(blended, 1e-5), 1.0)
         # Only a line holding every query term can hold the phrase: tokenise just those.
-        if len(counts) == len(wanted) and contains_phrase(text.tokenize(cand.text), query.phrase):
+        if len(counts) == len(wanted) and contains_phrase(vocabulary.tokenize(cand.text), query.phrase):
             score = PHRASE_FLOOR + (1.0 - PHRASE_FLOOR) * blended
         else:
             score = TERM_CEILING * blended

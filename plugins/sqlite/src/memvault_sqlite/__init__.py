@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memvault.markers import hookimpl
-from memvault.plugins import RegisterProvider
+from memvault.contract.registration import RegisterProvider
+from memvault.hooks.markers import hookimpl
 from memvault_sqlite.provider import SqliteProvider
 
 __all__ = ["SqliteProvider", "memvault_register_providers"]

@@ -15,10 +15,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final, TypeVar
 
-from memvault import text
-from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
-from memvault.markers import hookimpl
-from memvault.models import (
+from memvault import search as text
+from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError
+from memvault.contract.models import (
     Capability,
     DocumentInfo,
     ForgetRequest,
@@ -34,7 +33,8 @@ from memvault.models import (
     RetainResult,
     check_cap,
 )
-from memvault.models import QuarantineRecord as _QuarantineRecord
+from memvault.contract.models import QuarantineRecord as _QuarantineRecord
+from memvault.hooks.markers import hookimpl
 from memvault_sqlite import schema
 from memvault_sqlite.search import CANDIDATE_BUDGET, Row, fts_query, narrowed_queries, query_terms, rank
 

@@ -26,13 +26,13 @@ openers wait for it and a failed migration leaves the old version intact.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-from memvault.errors import UpstreamError
-from memvault.models import Tier, label_for
+from memvault import body_sha256
+from memvault.contract.errors import UpstreamError
+from memvault.contract.models import Tier, label_for
 from memvault_sqlite.search import index_line
 
 __all__ = [
@@ -332,11 +332,6 @@ def delete_document(conn: sqlite3.Connection, document_id: int) -> None:
     delete_lines(conn, document_id)
     conn.execute("DELETE FROM document_subjects WHERE document_id = ?", (document_id,))
     conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
-
-
-def body_sha256(body: str) -> str:
-    """The hex sha256 of a document body, as recall hits report it."""
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 #: ``MIGRATIONS[v]`` brings a version ``v`` database to version ``v + 1``.

@@ -5,20 +5,20 @@ an index term with the query. Scores are computed here, over the statistics of
 the searched partitions alone (never the whole database), so a recall costs
 what its own partition costs and scores do not drift with other tenants' data.
 
-Index terms are :func:`memvault.text.tokenize` tokens reduced by
-:func:`memvault.text.stem`, written as FTS-safe ASCII words (see
+Index terms are :func:`memvault.contract.vocabulary.tokenize` tokens reduced by
+:func:`memvault.contract.vocabulary.stem`, written as FTS-safe ASCII words (see
 :func:`fts_token`), so FTS5 never tokenises or stems anything itself and the
 candidate set is exactly "lines sharing a term". A query reaches FTS5 only as
 an ``OR`` of quoted index terms built here, never as user-written syntax.
 
 Scoring (all in [0, 1], monotonic in relevance):
 
-* a line holding the query's words consecutively (``memvault.text``'s phrase,
+* a line holding the query's words consecutively (``memvault.search``'s phrase,
   case-insensitive) scores in (0.5, 1];
 * other candidate lines score in (0, 0.5): BM25 over the partition's lines,
   normalised by the best score the query could reach, plus two context
-  signals that help conversational memories (:data:`memvault.text.NEIGHBOUR_WEIGHT`,
-  :data:`memvault.text.SECOND_NEIGHBOUR`, :data:`memvault.text.DOCUMENT_WEIGHT`),
+  signals that help conversational memories (:data:`memvault.search.NEIGHBOUR_WEIGHT`,
+  :data:`memvault.search.SECOND_NEIGHBOUR`, :data:`memvault.search.DOCUMENT_WEIGHT`),
   the same constants the postgres provider ranks with.
 """
 
@@ -35,9 +35,10 @@ from typing import Final
 
 from attrs import frozen
 
-from memvault import text
-from memvault.models import RecallSnippet
-from memvault.text import (
+from memvault import search as text
+from memvault.contract import terms as vocabulary
+from memvault.contract.models import RecallSnippet
+from memvault.search import (
     BM25_B,
     BM25_K1,
     DOCUMENT_WEIGHT,
@@ -85,16 +86,16 @@ class IndexedLine:
 
 def index_line(number: int, line: str) -> IndexedLine | None:
     """The stored form of one line, or ``None`` for a line without a word."""
-    tokens = text.tokenize(line)
+    tokens = vocabulary.tokenize(line)
     if not tokens:
         return None
-    length = sum(1 for t in tokens if t not in text.STOP_WORDS) or 1
+    length = sum(1 for t in tokens if t not in vocabulary.STOP_WORDS) or 1
     return IndexedLine(number=number, text=line, terms=" ".join(map(_index_term, tokens)), length=length)
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a vocabulary repeats: most tokens of a retain are cache hits
 def _index_term(token: str) -> str:
-    return fts_token(text.stem(token))
+    return fts_token(vocabulary.stem(token))
 
 
 def query_terms(query: text.Query) -> tuple[str, ...]:
@@ -239,7 +240,7 @@ def rank(
         batch = maybe_phrase[start : start + max(limit, 1)]
         line_text.update(texts([item[3] for item in batch]))
         for negated, label, number, lid in batch:
-            if contains_phrase(text.tokenize(line_text[lid][0]), query.phrase):
+            if contains_phrase(vocabulary.tokenize(line_text[lid][0]), query.phrase):
                 phrase_hits.append((PHRASE_FLOOR - (1.0 - PHRASE_FLOOR) * negated, label, number, lid))
             else:
                 terms_only.append((negated, label, number, lid))

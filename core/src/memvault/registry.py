@@ -1,9 +1,9 @@
-"""The global plugin manager: entry-point discovery and provider registration.
+"""Layer 3, the registry: plugin discovery, registration, and the plugin managers.
 
 Plugins are distributions that declare an entry point in group ``memvault``
 pointing at a module (or object) with ``@memvault.hookimpl`` functions. The
-core's own providers are registered first, without entry points, so allow and
-deny lists never hide them.
+core's own plugins (:data:`BUILTIN_PLUGINS`) are loaded the same way, by
+dotted name, before any entry point, so allow and deny lists never hide them.
 
 * ``MEMVAULT_LOAD_PLUGINS``: comma-separated entry-point names; when set, only
   these are loaded (an empty value loads none).
@@ -14,10 +14,18 @@ registration raises is recorded in :attr:`Registry.failures` with its name and
 cause (and logged); the other plugins still load (contract D2). Registration is
 all or nothing per plugin: a failure withdraws every provider, scanner and hook
 of that plugin, and it is listed in ``failures`` only, never in ``loaded``.
+
+* ``MEMVAULT_TRACE_HOOKS``: when set (to anything but ``0`` or empty), every
+  plugin manager memvault builds (the registry's and each vault's) logs each
+  hook call, its arguments and its outcome to the ``memvault.hooks`` logger at
+  DEBUG level.
+
+May import: :mod:`memvault.contract` and :mod:`memvault.hooks`.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import os
@@ -25,77 +33,49 @@ import re
 import threading
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final
 
 import importlib_metadata
 import pluggy
 from attrs import field, frozen
 
-from memvault import hookspecs
-from memvault.errors import InvalidRequest, PluginError, ProviderNotFound
-from memvault.markers import PROJECT
-from memvault.models import Capability
+from memvault.contract.errors import InvalidRequest, PluginError, ProviderNotFound
+from memvault.contract.models import Capability
+from memvault.contract.registration import ScratchSettings
+from memvault.hooks import registration as registration_specs
+from memvault.hooks.markers import PROJECT
 
 __all__ = [
+    "BUILTIN_PLUGINS",
     "RESERVED_SETTINGS",
     "PluginFailure",
     "ProviderInfo",
-    "RegisterProvider",
     "Registry",
     "coerce_settings",
     "get_registry",
+    "make_manager",
     "missing_settings",
     "reset_registry",
     "setting_help",
 ]
 
-log = logging.getLogger("memvault.plugins")
+log = logging.getLogger("memvault.registry")
+_trace_log = logging.getLogger("memvault.hooks")
+
+#: The core's own plugins, loaded by dotted name exactly like third-party entry points.
+BUILTIN_PLUGINS: Final = (
+    "memvault.providers.memory",
+    "memvault.scanner.plugin",
+    "memvault.default_lifecycle.plugin",
+)
 
 _PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
-#: Scratch settings: given an empty temporary directory, the settings that open
-#: a fresh, empty provider there (used by ``memvault parity`` and the suite).
-ScratchSettings = Callable[[Path], Mapping[str, Any]]
 #: Keyword arguments that :func:`memvault.open` and :func:`memvault.open_from_config`
 #: take for themselves: a provider setting with one of these names could never be
 #: passed, so registering a factory that takes one is an error.
 RESERVED_SETTINGS: frozenset[str] = frozenset({"config", "health_timeout", "plugins", "scan", "scanner"})
-
-
-class RegisterProvider(Protocol):
-    """The callback passed to ``memvault_register_providers``."""
-
-    def __call__(
-        self,
-        name: str,
-        factory: Callable[..., object],
-        *,
-        capabilities: Iterable[str] = (),
-        scratch: ScratchSettings | None = None,
-        description: str = "",
-    ) -> None:
-        """Record one provider.
-
-        :param name: the provider name users put in config (``[a-z][a-z0-9_-]*``).
-        :param factory: called with the provider's settings as keyword arguments;
-            returns the provider instance (a pluggy plugin with the verb hooks).
-        :param capabilities: optional capabilities it declares (:class:`Capability`).
-        :param scratch: builds settings for a fresh, empty instance in a temporary
-            directory, so ``memvault parity NAME`` works with no options.
-        :param description: one line for ``memvault providers``.
-        """
-
-
-class RegisterScanner(Protocol):
-    """The callback passed to ``memvault_register_scanners``."""
-
-    def __call__(self, name: str, factory: Callable[[], object]) -> None:
-        """Record one scanner.
-
-        :param name: the name configuration selects it by (``scanner = "NAME"``).
-        :param factory: returns a fresh plugin object wrapping the provider verbs.
-        """
 
 
 @frozen(kw_only=True)
@@ -120,6 +100,34 @@ class PluginFailure:
     distribution: str
     cause: str
     exception: BaseException = field(eq=False, repr=False)
+
+
+def make_manager(*specs: types.ModuleType) -> pluggy.PluginManager:
+    """A plugin manager for memvault's hooks carrying ``specs`` (modules of :mod:`memvault.hooks`).
+
+    Traces every hook call to the ``memvault.hooks`` logger when ``MEMVAULT_TRACE_HOOKS`` is set.
+    """
+    manager = pluggy.PluginManager(PROJECT)
+    for spec in specs:
+        manager.add_hookspecs(spec)
+    if os.environ.get("MEMVAULT_TRACE_HOOKS", "") not in ("", "0"):
+        manager.add_hookcall_monitoring(_trace_before, _trace_after)
+    return manager
+
+
+def _trace_before(hook_name: str, hook_impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
+    names = ", ".join(impl.plugin_name for impl in hook_impls)
+    _trace_log.debug("call %s(%s) -> [%s]", hook_name, ", ".join(f"{k}={v!r}" for k, v in kwargs.items()), names)
+
+
+def _trace_after(
+    outcome: pluggy.Result[Any], hook_name: str, hook_impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]
+) -> None:
+    exc = outcome.exception
+    if exc is not None:
+        _trace_log.debug("fail %s: %s: %s", hook_name, type(exc).__name__, exc)
+    else:
+        _trace_log.debug("done %s -> %r", hook_name, outcome.get_result())
 
 
 def _env_list(name: str) -> list[str] | None:
@@ -152,19 +160,21 @@ class Registry:
         disable: Iterable[str] | None = None,
         entry_points: Iterable[importlib_metadata.EntryPoint] | None = None,
     ) -> None:
-        self.manager = pluggy.PluginManager(PROJECT)
-        self.manager.add_hookspecs(hookspecs)
+        self.plugin_manager = make_manager(registration_specs)
         self.providers: dict[str, ProviderInfo] = {}
         self.conflicts: dict[str, list[str]] = {}
-        self.scanners: dict[str, tuple[str, Callable[[], object]]] = {}
+        self.scanners: dict[str, tuple[str, Callable[..., object]]] = {}
         self.failures: list[PluginFailure] = []
         self.loaded: list[tuple[str, str, str]] = []  # (entry point, distribution, version)
         allow = list(load) if load is not None else _env_list("MEMVAULT_LOAD_PLUGINS")
         deny = set(disable if disable is not None else (_env_list("MEMVAULT_DISABLE_PLUGINS") or []))
-        from memvault import memory, scan
-
-        self._add_plugin("memvault.memory", memory, "memvault", _core_version())
-        self._add_plugin("memvault.scan", scan, "memvault", _core_version())
+        for dotted in BUILTIN_PLUGINS:
+            try:
+                module = importlib.import_module(dotted)
+            except Exception as exc:  # noqa: BLE001 - reported like any plugin's import failure
+                self._fail(dotted, "memvault", f"import of {dotted!r} failed: {type(exc).__name__}: {exc}", exc)
+                continue
+            self._add_plugin(dotted, module, "memvault", _core_version())
         if entry_points is None:
             entry_points = importlib_metadata.entry_points(group=PROJECT)
         for ep in sorted(entry_points, key=lambda e: e.name):
@@ -186,20 +196,20 @@ class Registry:
 
     def _add_plugin(self, name: str, plugin: object, dist: str, version: str) -> None:
         try:
-            self.manager.register(plugin, name=name)
+            self.plugin_manager.register(plugin, name=name)
         except (pluggy.PluginValidationError, ValueError) as exc:
             self._fail(name, dist, f"its hooks do not match memvault's specs: {exc}", exc)
             return
         try:
-            self.manager.check_pending()
+            self.plugin_manager.check_pending()
         except pluggy.PluginValidationError as exc:
-            self.manager.unregister(plugin)
+            self.plugin_manager.unregister(plugin)
             self._fail(name, dist, f"it implements an unknown hook (misspelt?): {exc}", exc)
             return
         # All or nothing (D2): providers and scanners are staged, and only a plugin
         # whose every registration succeeded is added; a failure withdraws it whole.
         staged: dict[str, ProviderInfo] = {}
-        staged_scanners: dict[str, tuple[str, Callable[[], object]]] = {}
+        staged_scanners: dict[str, tuple[str, Callable[..., object]]] = {}
 
         def register(
             pname: str,
@@ -243,7 +253,7 @@ class Registry:
                 description=description,
             )
 
-        def register_scanner(sname: str, factory: Callable[[], object]) -> None:
+        def register_scanner(sname: str, factory: Callable[..., object]) -> None:
             if not isinstance(sname, str) or sname in ("off",) or not _PROVIDER_NAME.fullmatch(sname):
                 raise PluginError(f"plugin {name!r} registered an invalid scanner name {sname!r}")
             if sname in self.scanners or sname in staged_scanners:
@@ -254,8 +264,8 @@ class Registry:
             staged_scanners[sname] = (name, factory)
 
         for hook, callback in (
-            (self.manager.hook.memvault_register_providers, register),
-            (self.manager.hook.memvault_register_scanners, register_scanner),
+            (self.plugin_manager.hook.memvault_register_providers, register),
+            (self.plugin_manager.hook.memvault_register_scanners, register_scanner),
         ):
             impl = next((i for i in hook.get_hookimpls() if i.plugin is plugin), None)
             if impl is None:
@@ -263,7 +273,7 @@ class Registry:
             try:
                 impl.function(register=callback)
             except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
-                self.manager.unregister(plugin)
+                self.plugin_manager.unregister(plugin)
                 self._fail(name, dist, f"{hook.name} raised {type(exc).__name__}: {exc}", exc)
                 return
         for pname, info in staged.items():
@@ -299,17 +309,40 @@ class Registry:
         except KeyError:
             raise ProviderNotFound(name, self.names()) from None
 
-    def scanner(self, name: str) -> list[object]:
+    def scanner(self, name: str, policy: Mapping[str, Any] | None = None) -> list[object]:
         """Fresh plugin objects for the scanner ``name`` (``"off"``: none).
 
+        :param policy: the ``[scan]`` table, passed to a factory that takes a
+            ``policy`` keyword (the builtin scanner's); another scanner configures itself.
         :raises PluginError: for a name no plugin registered, listing the known ones.
+        :raises InvalidRequest: from the factory, for a policy it rejects.
         """
         if name == "off":
             return []
         if name not in self.scanners:
             known = ", ".join(sorted(self.scanners)) or "none"
             raise PluginError(f"no scanner named {name!r} is installed; known scanners: {known}, or 'off'")
-        return [self.scanners[name][1]()]
+        factory = self.scanners[name][1]
+        params, var_kw = _accepted_parameters(factory)
+        if policy and ("policy" in params or var_kw):
+            return [factory(policy=policy)]
+        return [factory()]
+
+    def vault_plugins(self) -> list[object]:
+        """Fresh plugin objects every vault registers around its provider (the default lifecycle).
+
+        Each comes from a loaded plugin's ``memvault_vault_plugins`` hook, in load order.
+        """
+        out: list[object] = []
+        for impl in reversed(self.plugin_manager.hook.memvault_vault_plugins.get_hookimpls()):
+            try:
+                made = typing.cast("Iterable[object] | None", impl.function())
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {impl.plugin_name!r}: memvault_vault_plugins raised {type(exc).__name__}: {exc}"
+                ) from exc
+            out.extend(made or ())
+        return out
 
 
 _lock = threading.Lock()

@@ -1,31 +1,30 @@
-"""``memvault quarantine``: list and inspect the copies the scanner kept (contract P30).
+"""Layer 7: ``memvault quarantine``: list and inspect the copies the scanner kept (contract P30).
 
 ``memvault quarantine list --workspace W`` prints one row per kept copy (oldest
 first); ``memvault quarantine show --workspace W SHA256`` prints one copy with
 the rule that fired and its content, with invisible characters made visible.
-Both take ``--json``. This module does not import :mod:`memvault.cli` at load
-time (``cli`` imports it), only inside the commands.
+Both take ``--json``.
+
+Layer 7. May import: every layer below, and :mod:`memvault.cli.common`
+(:mod:`memvault.cli.main` imports this module and attaches its commands).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 import click
 
-from memvault.errors import InvalidRequest, MemvaultError
-from memvault.models import QuarantineRecord
-from memvault.scan import DEFAULT_POLICY, BuiltinScanner, quarantine_record, quarantine_records, scan
-from memvault.wire import unstructure
+from memvault.cli.common import Context, fail, render_table
+from memvault.contract.errors import MemvaultError
+from memvault.contract.models import QuarantineRecord
+from memvault.contract.wire import unstructure
+from memvault.scanner.engine import DEFAULT_POLICY, scan
+from memvault.scanner.plugin import BuiltinScanner
+from memvault.scanner.quarantine import quarantine_record, quarantine_records
 
 __all__ = ["quarantine"]
-
-
-def _fail(exc: MemvaultError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(2 if isinstance(exc, InvalidRequest) else 1)
 
 
 def _owner(record: QuarantineRecord) -> str:
@@ -48,15 +47,13 @@ def quarantine() -> None:
 @click.option("--workspace", "workspace_id", required=True, help="Workspace id.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (content included).")
 @click.pass_obj
-def list_(obj: Any, workspace_id: str, as_json: bool) -> None:
+def list_(obj: Context, workspace_id: str, as_json: bool) -> None:
     """List the quarantine copies of a workspace, oldest first."""
-    from memvault.cli import render_table
-
     try:
         with obj.open() as vault:
             records = quarantine_records(vault, workspace_id)
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
     if as_json:
         click.echo(json.dumps([unstructure(r) for r in records], indent=2, ensure_ascii=False))
@@ -86,7 +83,7 @@ def list_(obj: Any, workspace_id: str, as_json: bool) -> None:
 @click.argument("sha256")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_obj
-def show(obj: Any, workspace_id: str, sha256: str, as_json: bool) -> None:
+def show(obj: Context, workspace_id: str, sha256: str, as_json: bool) -> None:
     """Show one quarantine copy by SHA256 (or a unique prefix of 8+ hex digits)."""
     try:
         with obj.open() as vault:
@@ -95,7 +92,7 @@ def show(obj: Any, workspace_id: str, sha256: str, as_json: bool) -> None:
             plugins = vault.plugin_manager.get_plugins()
             policy = next((p.policy for p in plugins if isinstance(p, BuiltinScanner)), DEFAULT_POLICY)
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
     if record is None:
         click.echo(f"error: no quarantine copy {sha256} in workspace {workspace_id}", err=True)

@@ -1,4 +1,4 @@
-"""Model-facing tools: JSON Schemas, dispatch onto a vault, and exporters (contract L12-L13).
+"""Layer 6: model-facing tools of a turn: naming, argument checks, dispatch and exporters (contract L12-L13).
 
 Every slot exposes its tools as ``<slot>__<name>``; the runtime builds them at
 turn start, bound to the slot's locked scope (the handler closes over the
@@ -14,36 +14,30 @@ Export the same tools for any model API::
     start.tools.to_anthropic()  # [{"name", "description", "input_schema"}]
     start.tools.to_mcp()        # [{"name", "description", "inputSchema"}]
     start.tools.call("profile__search", {"q": "units"})
+
+The memory tools themselves come from the default lifecycle
+(:mod:`memvault.default_lifecycle.tools`) or a provider's own ``memvault_tools``.
+
+May import: :mod:`memvault.contract`.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from attrs import field, frozen
 
-from memvault.errors import InvalidRequest, MemvaultError
-from memvault.lifecycle import Tool
-from memvault.models import MAX_RECALL_LIMIT, ReadRequest, RecallRequest, RetainRequest, Tier
-
-if TYPE_CHECKING:
-    from memvault.lifecycle import LifecycleContext
+from memvault.contract.errors import InvalidRequest, MemvaultError
+from memvault.contract.lifecycle import Tool
 
 __all__ = [
-    "APPEND_DAILY_SCHEMA",
-    "READ_SCHEMA",
-    "SEARCH_SCHEMA",
-    "WRITE_SCHEMA",
     "ToolResult",
     "ToolSet",
     "bind_slot_tools",
-    "daily_line",
-    "memory_tools",
     "to_anthropic",
     "to_mcp",
     "to_openai",
@@ -51,12 +45,9 @@ __all__ = [
     "validate_tool_name",
 ]
 
-log = logging.getLogger("memvault.tools")
+log = logging.getLogger("memvault.lifecycle.tools")
 
 _TOOL_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
-#: Tiers a slot's tools can reach: the agent tiers of the slot's own partition.
-_READ_TIERS: Final = [t.value for t in Tier if t.is_agent_tier]
-_WRITE_TIERS: Final = [t for t in _READ_TIERS if t != Tier.LESSONS.value]
 
 
 @frozen(kw_only=True)
@@ -71,9 +62,6 @@ class ToolResult:
     content: str
     data: Any = None
     error: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "content": self.content, "error": self.error}
 
 
 def validate_tool_name(name: object) -> str:
@@ -261,127 +249,3 @@ def to_anthropic(tools: Iterable[Tool]) -> list[dict[str, Any]]:
 def to_mcp(tools: Iterable[Tool]) -> list[dict[str, Any]]:
     """MCP ``tools/list`` entries: ``{name, description, inputSchema}``."""
     return [{"name": t.name, "description": t.description, "inputSchema": _schema(t)} for t in tools]
-
-
-# -- the memory tools over any provider (L13) --------------------------------
-
-
-def daily_line(entry: str, now: _dt.datetime | None = None) -> str:
-    """``- <RFC 3339 UTC time> — <entry>\\n``; line breaks in ``entry`` become spaces."""
-    now = now or _dt.datetime.now(_dt.timezone.utc)
-    stamp = now.astimezone(_dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-    flat = " ".join(entry.split())
-    return f"- {stamp} \u2014 {flat}\n"
-
-
-_KEY_DOC: Final = "daily: YYYY-MM-DD (empty: today, UTC); peers: the peer's slug; other tiers: ignored"
-
-READ_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "tier": {"type": "string", "enum": _READ_TIERS, "description": "the tier to read"},
-        "key": {"type": "string", "maxLength": 128, "description": _KEY_DOC},
-    },
-    "required": ["tier"],
-    "additionalProperties": False,
-}
-WRITE_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "tier": {"type": "string", "enum": _WRITE_TIERS, "description": "the tier to write (lessons is read-only)"},
-        "key": {"type": "string", "maxLength": 128, "description": _KEY_DOC},
-        "content": {"type": "string", "minLength": 1, "description": "the text to store"},
-        "mode": {"type": "string", "enum": ["replace", "append"], "description": "overwrite or add to the end"},
-    },
-    "required": ["tier", "content", "mode"],
-    "additionalProperties": False,
-}
-SEARCH_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "q": {"type": "string", "minLength": 1, "description": "what to look for (words or a question)"},
-        "tier": {"type": "string", "enum": _READ_TIERS, "description": "only this tier (omit: every tier)"},
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECALL_LIMIT, "description": "at most this many"},
-    },
-    "required": ["q"],
-    "additionalProperties": False,
-}
-APPEND_DAILY_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {"entry": {"type": "string", "minLength": 1, "description": "one line for today's log"}},
-    "required": ["entry"],
-    "additionalProperties": False,
-}
-
-
-def memory_tools(ctx: LifecycleContext) -> list[Tool]:
-    """``read``, ``write``, ``search`` and ``append_daily`` bound to ``ctx``'s partition (L12-L13)."""
-    vault, workspace, agent = ctx.vault, ctx.workspace_id, ctx.agent_id
-
-    def read(args: Mapping[str, Any]) -> dict[str, Any]:
-        result = vault.read(
-            ReadRequest(workspace_id=workspace, agent_id=agent, tier=args["tier"], key=args.get("key", ""))
-        )
-        return {"id": result.id, "content": result.content, "quarantined": result.quarantined}
-
-    def write(args: Mapping[str, Any]) -> dict[str, Any]:
-        result = vault.retain(
-            RetainRequest(
-                workspace_id=workspace,
-                agent_id=agent,
-                tier=args["tier"],
-                key=args.get("key", ""),
-                content=args["content"],
-                mode=args["mode"],
-            )
-        )
-        return {"id": result.id, "bytes": result.bytes, "warning": result.warning}
-
-    def search(args: Mapping[str, Any]) -> dict[str, Any]:
-        result = vault.recall(
-            RecallRequest(
-                workspace_id=workspace,
-                agent_id=agent,
-                query=args["q"],
-                tier=args.get("tier"),
-                limit=args.get("limit", 5),
-            )
-        )
-        hits = [{"source": h.source, "line": h.line, "snippet": h.snippet, "score": h.score} for h in result.hits]
-        return {"hits": hits, "quarantined": list(result.quarantined)}
-
-    def append_daily(args: Mapping[str, Any]) -> dict[str, Any]:
-        if not args["entry"].strip():
-            raise InvalidRequest("argument 'entry' must contain a non-space character", field="entry")
-        result = vault.retain(
-            RetainRequest(
-                workspace_id=workspace,
-                agent_id=agent,
-                tier=Tier.DAILY,
-                content=daily_line(args["entry"]),
-                mode="append",
-            )
-        )
-        return {"id": result.id, "bytes": result.bytes, "warning": result.warning}
-
-    return [
-        Tool(name="read", description="Read one whole memory document.", input_schema=READ_SCHEMA, handler=read),
-        Tool(
-            name="write",
-            description="Write a memory document (replace it, or append to it).",
-            input_schema=WRITE_SCHEMA,
-            handler=write,
-        ),
-        Tool(
-            name="search",
-            description="Search memory; returns matching lines, best first.",
-            input_schema=SEARCH_SCHEMA,
-            handler=search,
-        ),
-        Tool(
-            name="append_daily",
-            description="Add a time-stamped line to today's log.",
-            input_schema=APPEND_DAILY_SCHEMA,
-            handler=append_daily,
-        ),
-    ]

@@ -1,11 +1,13 @@
-"""``memvault export``, ``memvault import`` and ``memvault inspect``: move memory, and look at it.
+"""Layer 7: ``memvault export``, ``memvault import`` and ``memvault inspect``: move memory, and look at it.
 
 ``export`` writes a workspace (or everything) as a versioned JSON Lines file
 (:mod:`memvault.transfer`); ``import`` reads one into the configured provider,
 idempotently, and ``--verify`` compares every document afterwards; ``inspect``
 lists documents with sizes, cap usage and last change. Progress goes to stderr,
-results to stdout (``--json`` for scripts). This module does not import
-:mod:`memvault.cli` at load time (``cli`` imports it), only inside the commands.
+results to stdout (``--json`` for scripts).
+
+Layer 7. May import: every layer below, and :mod:`memvault.cli.common`
+(:mod:`memvault.cli.main` imports this module and attaches its commands).
 """
 
 from __future__ import annotations
@@ -23,19 +25,15 @@ from typing import IO, Any
 
 import click
 
-from memvault.errors import InvalidRequest, MemvaultError
-from memvault.models import CAPS, DocumentInfo, ListDocumentsRequest, Tier
+from memvault.cli.common import Context, fail, render_table
+from memvault.contract.errors import InvalidRequest, MemvaultError
+from memvault.contract.models import CAPS, DocumentInfo, ListDocumentsRequest, Tier
+from memvault.contract.wire import unstructure
 from memvault.transfer import count_documents, export_store, import_store, supports_listing, verify_import
-from memvault.wire import unstructure
 
 __all__ = ["export", "import_", "inspect"]
 
 _TIERS = [t.value for t in Tier]
-
-
-def _fail(exc: MemvaultError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(2 if isinstance(exc, InvalidRequest) else 1)
 
 
 class _Bar:
@@ -102,7 +100,7 @@ def _output(path: str | None) -> Iterator[IO[str]]:
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (on stderr with no --output).")
 @click.pass_obj
-def export(obj: Any, workspace_id: str, output: str | None, no_progress: bool, as_json: bool) -> None:
+def export(obj: Context, workspace_id: str, output: str | None, no_progress: bool, as_json: bool) -> None:
     """Write memory as versioned JSON Lines: documents with bodies and subjects, and quarantine copies.
 
     The file is written under a temporary name and renamed when complete, so
@@ -117,7 +115,7 @@ def export(obj: Any, workspace_id: str, output: str | None, no_progress: bool, a
             with _bar("exporting", not no_progress) as bar, _output(output) as out:
                 summary = export_store(vault, out, workspace_id=workspace_id, on_total=bar.total, progress=bar.step)
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
     for what in summary.withheld:
         click.echo(f"warning: not exported (the provider withholds its text): {what}", err=True)
@@ -138,7 +136,7 @@ def export(obj: Any, workspace_id: str, output: str | None, no_progress: bool, a
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
-def import_(obj: Any, file: str, verify: bool, replace: bool, jobs: int, no_progress: bool, as_json: bool) -> None:
+def import_(obj: Context, file: str, verify: bool, replace: bool, jobs: int, no_progress: bool, as_json: bool) -> None:
     """Read an export FILE ('-' for standard input) into the configured provider.
 
     Running it twice changes nothing. A malformed, truncated or newer-version
@@ -158,7 +156,7 @@ def import_(obj: Any, file: str, verify: bool, replace: bool, jobs: int, no_prog
                         bar.total(count_documents(path))
                         problems = verify_import(vault, path, progress=bar.step)
         except MemvaultError as exc:
-            _fail(exc)
+            fail(exc)
             return
     payload: dict[str, Any] = unstructure(summary)
     if verify:
@@ -209,16 +207,14 @@ def _usage(doc: DocumentInfo) -> tuple[int | None, float | None]:
 @click.option("--tier", type=click.Choice(_TIERS), default=None, help="Only this tier.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_obj
-def inspect(obj: Any, workspace_id: str, agent_id: str, crew_id: str, tier: str | None, as_json: bool) -> None:
+def inspect(obj: Context, workspace_id: str, agent_id: str, crew_id: str, tier: str | None, as_json: bool) -> None:
     """List documents with their size, cap usage, data subjects and last change."""
-    from memvault.cli import render_table
-
     try:
         request = ListDocumentsRequest(workspace_id=workspace_id, agent_id=agent_id, crew_id=crew_id, tier=tier)
         with obj.open() as vault:
             documents = vault.list_documents(request).documents
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
     if as_json:
         rows = []

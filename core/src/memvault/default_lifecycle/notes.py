@@ -1,4 +1,4 @@
-"""Notes memory: numbered entries with ``save`` / ``remove`` tools over any provider (contract L14).
+"""Layer 5: notes memory, numbered entries with ``save`` / ``remove`` tools over any provider (contract L14).
 
 Storage strategy
 ----------------
@@ -30,6 +30,8 @@ passed ``expected_version``, rejected with :class:`NotesConflict`.
 
 Known limit: the log is never compacted; removed and superseded entries keep
 their bytes in earlier segments (a recall reads every segment).
+
+May import: :mod:`memvault.contract`.
 """
 
 from __future__ import annotations
@@ -37,16 +39,13 @@ from __future__ import annotations
 import datetime as _dt
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from attrs import frozen
 
-from memvault.errors import CapExceeded, InvalidRequest, MemvaultError
-from memvault.lifecycle import RecalledMessage, RecallOutcome, Tool
-from memvault.models import ReadRequest, RetainRequest, Tier
-
-if TYPE_CHECKING:
-    from memvault.vault import Vault
+from memvault.contract.errors import CapExceeded, InvalidRequest, NotesConflict
+from memvault.contract.lifecycle import MemoryVerbs, RecalledMessage, RecallOutcome, Tool
+from memvault.contract.models import ReadRequest, RetainRequest, Tier
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -54,7 +53,6 @@ __all__ = [
     "NOTES_RECORD_ID",
     "OP_BYTES",
     "NotesChange",
-    "NotesConflict",
     "NotesDocument",
     "NotesStore",
     "normalise_entry",
@@ -72,21 +70,6 @@ _RETRIES: Final = 8
 #: room for one operation has room for none: once any writer finds segment k
 #: full, nobody can append to k again, and log order is append order.
 OP_BYTES: Final = 2200
-
-
-class NotesConflict(MemvaultError):
-    """Another writer changed the notes first; ``expected`` and ``actual`` are the versions.
-
-    Reload (or let the model look at the recalled notes again) and retry.
-    """
-
-    def __init__(self, *, expected: int, actual: int) -> None:
-        super().__init__(
-            f"notes changed concurrently: expected version {expected}, the notes are at version {actual}; "
-            "read the current notes and retry with expected_version set to it"
-        )
-        self.expected = expected
-        self.actual = actual
 
 
 def normalise_entry(entry: object) -> str:
@@ -191,7 +174,7 @@ def _op_line(version: int, nonce: str, action: str, arg: str) -> str:
 class NotesStore:
     """The notes of one partition (the notes slot's scope key), over any vault."""
 
-    def __init__(self, vault: Vault, *, workspace_id: str, agent_id: str) -> None:
+    def __init__(self, vault: MemoryVerbs, *, workspace_id: str, agent_id: str) -> None:
         self.vault = vault
         self.workspace_id = workspace_id
         self.agent_id = agent_id

@@ -17,8 +17,10 @@
   removed, whitespace collapsed: what the per-language override phrases match,
   in their own scripts.
 
-The confusables come from ``scan_data/confusables.txt``, an extract of
+The confusables come from ``scanner/data/confusables.txt``, an extract of
 Unicode's ``confusables.txt`` (see ``core/scripts/gen_confusables.py``).
+
+Layer 5. May import: nothing of memvault.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ HANGUL_FILLERS: Final = frozenset("\u115f\u1160\u3164\uffa0")
 def confusables() -> dict[int, str]:
     """Code point -> ASCII prototype, from the UTS #39 extract shipped as package data."""
     table: dict[int, str] = {}
-    text = resources.files("memvault").joinpath("scan_data").joinpath("confusables.txt").read_text(encoding="utf-8")
+    text = resources.files("memvault.scanner").joinpath("data").joinpath("confusables.txt").read_text(encoding="utf-8")
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue

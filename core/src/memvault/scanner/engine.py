@@ -1,31 +1,18 @@
-"""The built-in prompt-injection scanner (contract P29-P31): a plugin on hook wrappers.
+"""Layer 5: the scanner's detection engine (contract P29).
 
-:class:`BuiltinScanner` wraps three provider verbs with ``@hookimpl(wrapper=True)``:
+One normalisation pipeline (:mod:`memvault.scanner.normalise`) computes every
+view of a text once; the rule families of :mod:`memvault.scanner.rules`
+(instruction override, role and template hijack, exfiltration, forged tool
+calls, text addressed to the model, plus the invisible-Unicode character checks
+and the per-language override phrases shipped as data) run on their view; the
+weights of the distinct rules that fire add up per category, and a category
+that reaches its threshold rejects the text (:class:`ScanPolicy`: thresholds and
+allow-listed rules, from ``memvault.toml``). Base64 blocks of 60+ characters are
+always decoded and rescanned; short base64, hex and rot13 spans near a word that
+says to decode them too. :func:`scan` is usable on its own.
 
-* ``memvault_retain`` scans the *final* body (the stored body plus the new
-  content for ``append``) before the provider writes anything. A verdict that
-  rejects raises :class:`~memvault.errors.ContentRejected` and asks the provider
-  to keep a quarantine copy (``memvault_quarantine_keep``); the live document is
-  unchanged.
-* ``memvault_recall`` drops every hit whose document fails the scan and lists
-  that document's label in ``RecallResult.quarantined``.
-* ``memvault_read`` returns a ``[BLOCKED: ...]`` placeholder and the quarantine
-  metadata instead of a document that fails the scan.
-
-Verdicts are cached by the body's sha256 in a bounded LRU, so recall does not
-rescan unchanged documents.
-
-The detection engine: one normalisation pipeline (:mod:`memvault.scan_normalise`)
-computes every view of a text once; the rule families of
-:mod:`memvault.scan_rules` (instruction override, role and template hijack,
-exfiltration, forged tool calls, text addressed to the model, plus the
-invisible-Unicode character checks and the per-language override phrases
-shipped as data) run on their view; the weights of the distinct rules that
-fire add up per category, and a category that reaches its threshold rejects
-the text (:class:`ScanPolicy`: thresholds and allow-listed rules, from
-``memvault.toml``). Base64 blocks of 60+ characters are always decoded and
-rescanned; short base64, hex and rot13 spans near a word that says to decode
-them too. :func:`scan` is usable on its own.
+May import: :mod:`memvault.contract`, :mod:`memvault.scanner.normalise` and
+:mod:`memvault.scanner.rules`.
 """
 
 from __future__ import annotations
@@ -34,38 +21,17 @@ import base64
 import binascii
 import codecs
 import functools
-import hashlib
 import math
 import re
-import threading
 import unicodedata
-from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any, Final
 
 from attrs import evolve, field, frozen
 
-from memvault.errors import ContentRejected, InvalidRequest, MemvaultError, NotSupported, PluginError, UpstreamError
-from memvault.markers import hookimpl
-from memvault.models import (
-    MAX_RECALL_LIMIT,
-    Mode,
-    Quarantine,
-    QuarantineRecord,
-    ReadRequest,
-    ReadResult,
-    RecallRequest,
-    RecallResult,
-    RecallSnippet,
-    RetainRequest,
-    RetainResult,
-    Tier,
-    parse_label,
-    validate_identifier,
-)
-from memvault.plugins import RegisterScanner
-from memvault.scan_normalise import HANGUL_FILLERS, Views, confusables, fold, format_chars, native_view, views
-from memvault.scan_rules import (
+from memvault.contract.errors import InvalidRequest
+from memvault.scanner.normalise import HANGUL_FILLERS, Views, confusables, fold, format_chars, native_view, views
+from memvault.scanner.rules import (
     ADDRESSED,
     CATEGORIES,
     EXFILTRATION,
@@ -79,30 +45,25 @@ from memvault.scan_rules import (
 
 __all__ = [
     "ADDRESSED",
-    "BLOCKED_PREFIX",
     "CATEGORIES",
+    "DEFAULT_POLICY",
     "EXFILTRATION",
     "INVISIBLE",
     "OVERRIDE",
+    "PATTERN_IDS",
     "ROLE",
     "RULES",
+    "TAIL_CONTEXT",
     "TOOL",
-    "BuiltinScanner",
     "Finding",
     "Hit",
     "Rule",
     "ScanPolicy",
-    "body_sha256",
     "fold",
-    "quarantine_record",
-    "quarantine_records",
     "scan",
+    "tail_start",
 ]
 
-#: The start of the placeholder ``read`` returns for a quarantined document.
-BLOCKED_PREFIX: Final = "[BLOCKED:"
-#: How many verdicts one scanner keeps (by body sha256).
-CACHE_SIZE: Final = 4096
 #: Base64 blocks are decoded and rescanned up to this depth (base64 inside base64).
 _MAX_DEPTH: Final = 2
 _MIN_BASE64: Final = 60
@@ -701,7 +662,6 @@ TAIL_CONTEXT: Final = 160  # more than any phrase rule spans (about 100 non-spac
 _COMMENT_REACH: Final = 440
 _BASE64_LINE: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}\r?")
 _BASE64_LINE_END: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}\r?$")
-_UNKNOWN: Final = Finding(category="", pattern="", form="", excerpt="")
 
 
 def tail_start(old: str) -> int:
@@ -728,331 +688,3 @@ def tail_start(old: str) -> int:
             break
         pos = previous
     return pos
-
-
-def body_sha256(body: str) -> str:
-    """The hex sha256 of a body's UTF-8 bytes (what ``ContentRejected`` and quarantine records carry)."""
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
-
-
-def blocked_placeholder(quarantine: Quarantine) -> str:
-    """The text ``read`` returns instead of a quarantined document."""
-    return (
-        f"{BLOCKED_PREFIX} quarantined by the memvault scanner: category {quarantine.category}, "
-        f"pattern {quarantine.pattern}, sha256 {quarantine.sha256}]"
-    )
-
-
-# -- the plugin ----------------------------------------------------------------
-
-
-class BuiltinScanner:
-    """Wraps retain, recall and read; rejects and quarantines injection shapes (P29-P31).
-
-    The vault calls :meth:`bind_vault` once the scanner is registered, which is how
-    the wrappers reach the provider's own ``read``/``recall`` (to get the stored
-    body of an append, or the documents behind recall hits) and the quarantine store.
-
-    :param scanner: the scan function (default: :func:`scan`); a custom one gets the
-        whole final body of an append, not only its tail.
-    :param cache_size: how many verdicts to keep, by body sha256.
-    :param policy: thresholds and allow-listed rules for :func:`scan` (ignored with a
-        custom ``scanner``, which applies its own).
-    """
-
-    def __init__(
-        self,
-        *,
-        scanner: Callable[[str], Finding | None] = scan,
-        cache_size: int = CACHE_SIZE,
-        policy: ScanPolicy = DEFAULT_POLICY,
-    ) -> None:
-        self._builtin = scanner is scan
-        self.policy = policy
-        self._scan: Callable[[str], Finding | None] = (
-            functools.partial(scan, policy=policy) if self._builtin and policy is not DEFAULT_POLICY else scanner
-        )
-        self._cache: OrderedDict[str, Finding | None] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
-        self._provider = "?"
-        self._read: Any = None
-        self._recall: Any = None
-        self._keep: Any = None
-        self.scans = 0  # bodies actually scanned (cache misses), for tests and benchmarks
-
-    def bind_vault(self, vault: Any) -> None:
-        """Reach the vault's other plugins: every hook call below skips this scanner's own wrappers."""
-        manager = vault.plugin_manager
-        self._provider = vault.name
-        self._read = manager.subset_hook_caller("memvault_read", remove_plugins=[self])
-        self._recall = manager.subset_hook_caller("memvault_recall", remove_plugins=[self])
-        self._keep = manager.subset_hook_caller("memvault_quarantine_keep", remove_plugins=[self])
-
-    # -- verdicts -------------------------------------------------------------
-
-    def verdict(self, body: str) -> tuple[str, Finding | None]:
-        """The body's sha256 and the scan's finding (``None``: clean), cached by sha256."""
-        digest = body_sha256(body)
-        cached = self._cached(digest)
-        if cached is not _UNKNOWN:
-            return digest, cached
-        return digest, self._remember(digest, self._scan(body))
-
-    def _cached(self, digest: str) -> Finding | None:
-        """The cached verdict for ``digest``, or ``_UNKNOWN``."""
-        with self._lock:
-            if digest in self._cache:
-                self._cache.move_to_end(digest)
-                return self._cache[digest]
-        return _UNKNOWN
-
-    def _remember(self, digest: str, finding: Finding | None) -> Finding | None:
-        with self._lock:
-            self.scans += 1
-            self._cache[digest] = finding
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return finding
-
-    def _append_verdict(self, old: str, body: str) -> tuple[str, Finding | None]:
-        """The verdict on ``old + new``; when ``old`` is known clean, only its tail is rescanned.
-
-        Every builtin rule's match is either confined to one line or spans a
-        bounded number of non-space characters, and base64 blocks are whole
-        lines, so a match in ``old + new`` that is not in the clean ``old``
-        starts inside :func:`tail_start`'s window. Only for the builtin rules (a
-        custom scan function gets the whole body).
-        """
-        old_hash = hashlib.sha256(old.encode("utf-8"))
-        body_hash = old_hash.copy()
-        body_hash.update(body[len(old) :].encode("utf-8"))
-        digest = body_hash.hexdigest()
-        cached = self._cached(digest)
-        if cached is not _UNKNOWN:
-            return digest, cached
-        with self._lock:
-            old_clean = bool(old) and self._cache.get(old_hash.hexdigest(), _UNKNOWN) is None
-        if self._builtin and old_clean:
-            finding = self._scan(body[tail_start(old) :])
-        else:
-            finding = self._scan(body)
-        return digest, self._remember(digest, finding)
-
-    def _bound(self, caller: Any, hook: str) -> Any:
-        if caller is None:
-            raise PluginError(
-                f"the scanner was not bound to a vault, so it cannot call {hook}: register it through "
-                "memvault.open(..., scanner=...) or Vault(provider, plugins=[scanner])"
-            )
-        return caller
-
-    def _stored_body(self, request: ReadRequest) -> str:
-        result = self._bound(self._read, "memvault_read")(request=request)
-        return result.content if isinstance(result, ReadResult) and result.quarantine is None else ""
-
-    # -- write path -------------------------------------------------------------
-
-    @hookimpl(wrapper=True)
-    def memvault_retain(self, request: RetainRequest) -> Generator[None, RetainResult, RetainResult]:
-        body = request.content
-        if request.mode is Mode.APPEND:
-            stored = ReadRequest(
-                workspace_id=request.workspace_id,
-                agent_id=request.agent_id,
-                crew_id=request.crew_id,
-                tier=request.tier,
-                key=request.key,
-            )
-            old = self._stored_body(stored)
-            body = old + request.content
-            digest, finding = self._append_verdict(old, body)
-        else:
-            digest, finding = self.verdict(body)
-        if finding is not None:
-            self._reject(request, body, digest, finding)
-        return (yield)
-
-    def _reject(self, request: RetainRequest, body: str, digest: str, finding: Finding) -> None:
-        record = QuarantineRecord(
-            workspace_id=request.workspace_id,
-            agent_id=request.agent_id if request.tier is not Tier.CREW else "",
-            crew_id=request.crew_id if request.tier is Tier.CREW else "",
-            label=request.label,
-            category=finding.category,
-            pattern=finding.pattern,
-            sha256=digest,
-            content=body,
-            data_subject_id=request.data_subject_id,
-        )
-        details = finding.describe()
-        try:
-            kept = self._bound(self._keep, "memvault_quarantine_keep")(record=record) is True
-        except Exception as exc:  # fail closed: the write fails whatever the store does
-            raise ContentRejected(
-                category=finding.category,
-                pattern=finding.pattern,
-                sha256=digest,
-                detail=f"{details}; no quarantine copy was kept: {type(exc).__name__}: {exc}",
-                kept=False,
-                **_extras(finding),
-            ) from exc
-        if not kept:
-            details += f"; no quarantine copy was kept: provider {self._provider!r} has no quarantine store"
-        raise ContentRejected(
-            category=finding.category,
-            pattern=finding.pattern,
-            sha256=digest,
-            detail=details,
-            kept=kept,
-            **_extras(finding),
-        )
-
-    # -- read path ------------------------------------------------------------
-
-    @hookimpl(wrapper=True)
-    def memvault_read(self, request: ReadRequest) -> Generator[None, ReadResult, ReadResult]:
-        result = yield
-        if not isinstance(result, ReadResult) or result.quarantine is not None or not result.content:
-            return result
-        digest, finding = self.verdict(result.content)
-        if finding is None:
-            return result
-        quarantine = Quarantine(category=finding.category, pattern=finding.pattern, sha256=digest)
-        return ReadResult(id=result.id, content=blocked_placeholder(quarantine), quarantine=quarantine)
-
-    @hookimpl(wrapper=True)
-    def memvault_recall(self, request: RecallRequest) -> Generator[None, RecallResult, RecallResult]:
-        result = yield
-        if not isinstance(result, RecallResult) or not result.hits:
-            return result
-        blocked = self._blocked_sources(request, _digests(result.hits))
-        if not blocked:
-            return result
-        hits = [h for h in result.hits if h.source not in blocked]
-        if len(hits) < request.limit < MAX_RECALL_LIMIT:
-            # Dropped hits left room: ask once more with the widest limit and filter again.
-            wider = self._bound(self._recall, "memvault_recall")(
-                request=RecallRequest(
-                    workspace_id=request.workspace_id,
-                    agent_id=request.agent_id,
-                    crew_id=request.crew_id,
-                    query=request.query,
-                    tier=request.tier,
-                    limit=MAX_RECALL_LIMIT,
-                )
-            )
-            if isinstance(wider, RecallResult):
-                fresh = {src: d for src, d in _digests(wider.hits).items() if src not in blocked}
-                blocked |= self._blocked_sources(request, fresh)
-                hits = [h for h in wider.hits if h.source not in blocked]
-        quarantined = sorted(set(result.quarantined) | blocked)
-        return RecallResult(hits=hits[: request.limit], quarantined=quarantined)
-
-    def _blocked_sources(self, request: RecallRequest, sources: dict[str, str]) -> set[str]:
-        """The labels among ``sources`` (label -> body digest, or "") whose documents fail the scan.
-
-        A digest the provider reported with its hits finds a cached verdict
-        without reading the document; otherwise the document is read and scanned.
-        """
-        blocked: set[str] = set()
-        for label, digest in sorted(sources.items()):
-            if digest:
-                known = self._cached(digest)
-                if known is not _UNKNOWN:
-                    if known is not None:
-                        blocked.add(label)
-                    continue
-            try:
-                tier, key = parse_label(label, "source")
-            except InvalidRequest as exc:
-                raise PluginError(
-                    f"provider {self._provider!r} returned a recall hit whose source {label[:80]!r} is not a "
-                    "document label (contract P4); this is a bug in the provider"
-                ) from exc
-            crew = tier is Tier.CREW
-            body = self._stored_body(
-                ReadRequest(
-                    workspace_id=request.workspace_id,
-                    agent_id="" if crew else request.agent_id,
-                    crew_id=request.crew_id if crew else "",
-                    tier=tier,
-                    key=key,
-                )
-            )
-            if body and self.verdict(body)[1] is not None:
-                blocked.add(label)
-        return blocked
-
-
-def _extras(finding: Finding) -> dict[str, Any]:
-    """The optional ``ContentRejected`` fields a finding fills."""
-    return {"excerpt": finding.excerpt, "span": finding.span, "score": finding.score, "threshold": finding.threshold}
-
-
-def _digests(hits: list[RecallSnippet]) -> dict[str, str]:
-    """Each hit source's body digest as the provider reported it ("" when it did not)."""
-    out: dict[str, str] = {}
-    for hit in hits:
-        out[hit.source] = out.get(hit.source) or hit.digest
-    return out
-
-
-# -- operator access to quarantine copies ----------------------------------------
-
-
-def _quarantine_call(vault: Any, hook: str, **kwargs: str) -> Any:
-    caller = getattr(vault.plugin_manager.hook, hook)
-    try:
-        result = caller(**kwargs)
-    except MemvaultError:
-        raise
-    except Exception as exc:
-        raise UpstreamError(f"provider {vault.name!r} ({hook}) failed: {type(exc).__name__}: {exc}") from exc
-    if result is None and not caller.get_hookimpls():
-        raise NotSupported(
-            f"provider {vault.name!r} keeps no quarantine copies (it lacks the 'quarantine' capability); "
-            "use a provider that has it, e.g. sqlite or local-disk"
-        )
-    return result
-
-
-def quarantine_records(vault: Any, workspace_id: str) -> list[QuarantineRecord]:
-    """The quarantine copies a vault's provider kept for ``workspace_id``, oldest first.
-
-    :raises NotSupported: when the provider keeps no quarantine copies.
-    """
-    validate_identifier(workspace_id, "workspace_id")
-    result = _quarantine_call(vault, "memvault_quarantine_list", workspace_id=workspace_id)
-    return sorted(result or [], key=lambda r: r.created_at)
-
-
-def quarantine_record(vault: Any, workspace_id: str, sha256: str) -> QuarantineRecord | None:
-    """One quarantine copy by its sha256, or by a unique prefix of at least 8 hex digits.
-
-    :raises InvalidRequest: for a malformed or ambiguous digest.
-    :raises NotSupported: when the provider keeps no quarantine copies.
-    """
-    validate_identifier(workspace_id, "workspace_id")
-    digest = sha256.strip().lower()
-    if not re.fullmatch(r"[0-9a-f]{8,64}", digest):
-        raise InvalidRequest(
-            f"sha256 {sha256[:80]!r} is not a hex digest: pass the 64 hex digits from ContentRejected "
-            "or `memvault quarantine list` (a unique prefix of 8 or more also works)",
-            field="sha256",
-        )
-    if len(digest) == 64:
-        found = _quarantine_call(vault, "memvault_quarantine_get", workspace_id=workspace_id, sha256=digest)
-        return found if isinstance(found, QuarantineRecord) else None
-    matches = [r for r in quarantine_records(vault, workspace_id) if r.sha256.startswith(digest)]
-    if len(matches) > 1:
-        raise InvalidRequest(
-            f"sha256 prefix {digest!r} matches {len(matches)} quarantine copies: give more digits",
-            field="sha256",
-        )
-    return matches[0] if matches else None
-
-
-@hookimpl
-def memvault_register_scanners(register: RegisterScanner) -> None:
-    register("builtin", BuiltinScanner)

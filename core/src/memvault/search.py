@@ -1,4 +1,4 @@
-"""Shared text search for providers that scan documents line by line.
+"""Layer 5, the search engine: line ranking for providers that scan documents line by line.
 
 One query is prepared once (:class:`Query`), documents are indexed once per
 version (:func:`index_document`), and :func:`search` scores the lines of a set
@@ -12,21 +12,27 @@ of indexed documents:
 
 Terms are case-folded, stop words dropped (unless the query is only stop
 words) and reduced by a light English stemmer, so "What units does she
-prefer?" finds "Prefers metric units.".
+prefer?" finds "Prefers metric units.". What a term is (tokens, stop words,
+the stemmer) is part of the contract (:mod:`memvault.contract.terms`): the
+query bound (P14) counts the same terms this ranks by.
+
+The memory provider uses it whole; the database providers (sqlite, postgres)
+rank their candidates with its constants and :func:`contains_phrase`.
+
+May import: :mod:`memvault.contract`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
-from memvault.models import MAX_SNIPPET_CHARS, RecallSnippet
+from memvault.contract.models import MAX_SNIPPET_CHARS, RecallSnippet
+from memvault.contract.terms import STOP_WORDS, query_terms, stem, tokenize
 
 __all__ = [
     "BM25_B",
@@ -35,7 +41,6 @@ __all__ = [
     "NEIGHBOUR_WEIGHT",
     "PHRASE_FLOOR",
     "SECOND_NEIGHBOUR",
-    "STOP_WORDS",
     "TERM_CEILING",
     "IndexedDocument",
     "IndexedLine",
@@ -45,12 +50,9 @@ __all__ = [
     "index_document",
     "search",
     "snippet_around",
-    "stem",
-    "terms",
-    "tokenize",
+    "with_digests",
 ]
 
-_TOKEN: Final = re.compile(r"\w+", re.UNICODE)
 #: BM25's term-frequency saturation and length normalisation, for every ranker built on this
 #: module (the memory search below, and the sqlite and postgres providers' candidate ranking).
 BM25_K1: Final = 1.2
@@ -67,59 +69,7 @@ NEIGHBOUR_WEIGHT: Final = 0.30
 SECOND_NEIGHBOUR: Final = 0.5
 DOCUMENT_WEIGHT: Final = 0.15
 
-_STOP_WORDS_TEXT: Final = """a about above after again against all am an and any are aren as at be because been
-    before being below between both but by can cannot could couldn did didn do does doesn
-    doing don down during each few for from further had hadn has hasn have haven having he
-    her here hers herself him himself his how i if in into is isn it its itself just let
-    me more most mustn my myself no nor not of off on once only or other ought our ours
-    ourselves out over own same shan she should shouldn so some such than that the their
-    theirs them themselves then there these they this those through to too under until up
-    very was wasn we were weren what when where which while who whom why will with won
-    would wouldn you your yours yourself yourselves s t d ll m re ve y"""
-STOP_WORDS: Final = frozenset(_STOP_WORDS_TEXT.split())
 _is_stop_word: Final = STOP_WORDS.__contains__
-
-
-def tokenize(text: str) -> list[str]:
-    """Case-folded word tokens (letters, digits, underscore) in order."""
-    return _TOKEN.findall(text.casefold())
-
-
-@functools.lru_cache(maxsize=1 << 16)  # a vocabulary repeats: indexing a big corpus is mostly cache hits
-def stem(token: str) -> str:
-    """A light English suffix stemmer: plurals, -ing, -ed, -ly, -ies, -ness, -ment."""
-    if len(token) <= 3 or not token.isalpha():
-        return token
-    for suffix, repl, min_stem in (
-        ("sses", "ss", 2),
-        ("ies", "y", 2),
-        ("ness", "", 3),
-        ("ments", "", 3),
-        ("ment", "", 3),
-        ("ingly", "", 3),
-        ("edly", "", 3),
-        ("ing", "", 3),
-        ("ed", "", 3),
-        ("ly", "", 3),
-        ("es", "", 3),
-        ("s", "", 3),
-    ):
-        if token.endswith(suffix) and len(token) - len(suffix) >= min_stem:
-            if suffix == "s" and token.endswith(("ss", "us", "is")):
-                return token
-            if suffix == "es" and not token.endswith(("ches", "shes", "xes", "zes", "sses", "oes")):
-                # "prefers"/"makes": only the "s" is a suffix
-                return token[:-1]
-            base = token[: len(token) - len(suffix)] + repl
-            if len(base) >= 2 and base[-1] == base[-2] and base[-1] not in "lsz" and suffix in ("ing", "ed"):
-                base = base[:-1]  # "running" -> "run"
-            return base
-    return token
-
-
-def terms(text: str) -> list[str]:
-    """Search terms of ``text``: stemmed tokens without stop words."""
-    return [stem(t) for t in tokenize(text) if t not in STOP_WORDS]
 
 
 @frozen(kw_only=True)
@@ -138,8 +88,7 @@ class Query:
     @classmethod
     def parse(cls, text: str) -> Query:
         tokens = tokenize(text)
-        wanted = [stem(t) for t in tokens if t not in STOP_WORDS] or [stem(t) for t in tokens]
-        return cls(text=text, phrase=tuple(tokens), terms=tuple(dict.fromkeys(wanted)))
+        return cls(text=text, phrase=tuple(tokens), terms=query_terms(tokens))
 
 
 @frozen(kw_only=True)
@@ -264,6 +213,12 @@ def snippet_around(text: str, query: Query) -> str:
     start = max(start, 0)
     begin = max(0, min(start - MAX_SNIPPET_CHARS // 4, len(text) - MAX_SNIPPET_CHARS))
     return text[begin : begin + MAX_SNIPPET_CHARS]
+
+
+def with_digests(hits: Iterable[RecallSnippet], digests: Mapping[str, str]) -> list[RecallSnippet]:
+    """``hits``, each carrying its document's body digest (``digests[hit.source]``), so the
+    scanner can reuse a verdict without reading the document back (contract P29)."""
+    return [evolve(hit, digest=digests[hit.source]) for hit in hits]
 
 
 def search(query: Query, documents: Iterable[SearchableDocument], limit: int) -> list[RecallSnippet]:

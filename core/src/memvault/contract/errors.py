@@ -1,21 +1,29 @@
-"""The memvault error hierarchy.
+"""Layer 1: the memvault error hierarchy, every error in one place.
 
 Callers branch on the class (``except CapExceeded``), never on message text.
-Every message says what was wrong and how to fix it. Providers wrap raw
-library exceptions (``sqlite3``, ``httpx``, ``OSError``) into these types with
-the cause chained (``raise UpstreamError(...) from exc``).
+Every message says what was wrong and how to fix it. Each provider wraps its
+own library's exceptions (``sqlite3``, ``httpx``, ``psycopg``, ``OSError``) into
+these types with the cause chained (``raise UpstreamError(...) from exc``).
+
+May import: nothing of memvault.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "CapExceeded",
+    "CompactionFailed",
     "ContentRejected",
     "InvalidRequest",
+    "LifecycleError",
     "MemvaultError",
     "NotSupported",
+    "NotesConflict",
     "PluginError",
     "ProviderNotFound",
+    "ReplayConflict",
+    "TurnCancelled",
+    "TurnFailed",
     "Unauthorized",
     "UpstreamError",
     "UpstreamTimeout",
@@ -93,7 +101,7 @@ class ContentRejected(MemvaultError):
         self.detail = detail
         self.kept = kept
         #: The matched text (escaped), where the rule matched in the scanned form (see
-        #: ``memvault.scan.Hit``), and the category's score against its threshold; empty/None
+        #: ``memvault.scanner.engine.Hit``), and the category's score against its threshold; empty/None
         #: when the scanner that rejected does not say.
         self.excerpt = excerpt
         self.span = span
@@ -139,3 +147,46 @@ class UpstreamTimeout(UpstreamError, TimeoutError):
 
 class Unauthorized(MemvaultError, PermissionError):
     """The credential is missing, expired, or not allowed to touch that workspace."""
+
+
+# -- the lifecycle (contract L5-L14) ------------------------------------------
+
+
+class LifecycleError(MemvaultError):
+    """A lifecycle phase failed; ``slot`` and ``phase`` say where, the cause is chained."""
+
+    def __init__(self, message: str, *, slot: str = "", phase: str = "") -> None:
+        super().__init__(message)
+        self.slot = slot
+        self.phase = phase
+
+
+class TurnFailed(LifecycleError):
+    """The turn failed before (or while) the model could use memory; nothing was committed (L5, L10)."""
+
+
+class TurnCancelled(TurnFailed):
+    """The turn was cancelled; nothing was committed (L10)."""
+
+
+class CompactionFailed(LifecycleError):
+    """A ``compaction.requested`` capture raised: the history is unchanged (L10)."""
+
+
+class ReplayConflict(LifecycleError):
+    """A phase was replayed with the same operation id but a different result (L8)."""
+
+
+class NotesConflict(MemvaultError):
+    """Another writer changed the notes first; ``expected`` and ``actual`` are the versions.
+
+    Reload (or let the model look at the recalled notes again) and retry.
+    """
+
+    def __init__(self, *, expected: int, actual: int) -> None:
+        super().__init__(
+            f"notes changed concurrently: expected version {expected}, the notes are at version {actual}; "
+            "read the current notes and retry with expected_version set to it"
+        )
+        self.expected = expected
+        self.actual = actual

@@ -1,14 +1,17 @@
-"""The ``memvault`` command line: inspect providers and call the verbs.
+"""Layer 7: the ``memvault`` command group: inspect providers and call the verbs.
 
 Every command reads ``memvault.toml`` (see :mod:`memvault.config`); ``--provider``
 and ``--option key=value`` override it. ``--json`` prints machine-readable
 output. Exit codes: 0 success, 1 an operation failed (or health is not ok),
-2 invalid input.
+2 invalid input. ``quarantine``, ``export``, ``import`` and ``inspect`` come from
+the sibling modules; plugins add commands through ``memvault_register_commands``.
+
+May import: every layer below (its siblings :mod:`memvault.cli.common`,
+:mod:`memvault.cli.quarantine` and :mod:`memvault.cli.transfer` included).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -16,11 +19,16 @@ from typing import Any, TypeVar
 
 import click
 
-from memvault.errors import InvalidRequest, MemvaultError
-from memvault.models import ForgetRequest, HealthStatus, ReadRequest, RecallRequest, RetainRequest, Tier
-from memvault.plugins import get_registry
-from memvault.vault import Vault, open_configured, settings_from_pairs
-from memvault.wire import unstructure
+from memvault.cli.common import Context, emit, fail, json_option, render_table
+from memvault.cli.quarantine import quarantine
+from memvault.cli.transfer import export, import_, inspect
+from memvault.contract.errors import MemvaultError
+from memvault.contract.models import ForgetRequest, HealthStatus, ReadRequest, RecallRequest, RetainRequest, Tier
+from memvault.contract.wire import unstructure
+from memvault.doctor import run_checks
+from memvault.registry import get_registry
+from memvault.vault import open as open_vault
+from memvault.vault import settings_from_pairs
 
 __all__ = ["cli", "main"]
 
@@ -28,53 +36,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _TIERS = [t.value for t in Tier]
 
 
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A plain aligned text table."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-class _Context:
-    def __init__(self, config: str | None, provider: str | None, options: tuple[str, ...]) -> None:
-        self.config = config
-        self.provider = provider
-        self.options = options
-
-    def open(self, *, scanner: str | None = None) -> Vault:
-        """Open the configured provider; ``scanner`` overrides the configured scanner (``"off"``)."""
-        from memvault.config import load_config
-
-        settings = dict(settings_from_pairs(self.options))
-        if "config" in settings:
-            raise InvalidRequest(
-                "-o config=... is not a provider setting: pass the config file as `memvault --config PATH ...`",
-                field="config",
-            )
-        if scanner is not None:
-            settings["scanner"] = scanner
-        return open_configured(load_config(self.config), self.provider, **settings)
-
-
-def _fail(exc: MemvaultError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(2 if isinstance(exc, InvalidRequest) else 1)
-
-
-def _emit(as_json: bool, payload: Any, text: str) -> None:
-    click.echo(json.dumps(payload, indent=2, ensure_ascii=False) if as_json else text)
-
-
 def _partition_options(func: _F) -> _F:
     func = click.option("--crew", "crew_id", default="", help="Crew id (for the CREW tier).")(func)
     func = click.option("--agent", "agent_id", default="", help="Agent id (for the agent tiers).")(func)
     func = click.option("--workspace", "workspace_id", required=True, help="Workspace id.")(func)
     return func
-
-
-_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,12 +51,12 @@ _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON 
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, provider: str | None, options: tuple[str, ...]) -> None:
     """memvault: pluggable long-term memory for AI agents."""
-    ctx.obj = _Context(config, provider, options)
+    ctx.obj = Context(config, provider, options)
 
 
 @cli.command()
 @click.option("--health", "with_health", is_flag=True, help="Open each provider's scratch instance and probe it.")
-@_json_option
+@json_option
 def providers(with_health: bool, as_json: bool) -> None:
     """List installed providers with distribution, version and capabilities."""
     registry = get_registry()
@@ -112,7 +78,7 @@ def providers(with_health: bool, as_json: bool) -> None:
         for name, plugins in registry.conflicts.items()
     ]
     if as_json:
-        _emit(True, {"providers": rows, "problems": problems}, "")
+        emit(True, {"providers": rows, "problems": problems}, "")
         return
     headers = ["NAME", "DISTRIBUTION", "VERSION", "CAPABILITIES"] + (["HEALTH"] if with_health else [])
     table = [
@@ -128,8 +94,6 @@ def providers(with_health: bool, as_json: bool) -> None:
 def _probe(name: str) -> str:
     import tempfile
     from pathlib import Path
-
-    from memvault.vault import open as open_vault
 
     info = get_registry().get(name)
     if info.scratch is None:
@@ -150,9 +114,9 @@ def _probe(name: str) -> str:
 @click.option("--mode", type=click.Choice(["replace", "append"]), required=True, help="Replace or append.")
 @click.option("--subject", "data_subject_id", default="", help="Data subject id, for erasure.")
 @click.argument("content", required=False)
-@_json_option
+@json_option
 @click.pass_obj
-def retain(obj: _Context, /, content: str | None, as_json: bool, **fields: str) -> None:
+def retain(obj: Context, /, content: str | None, as_json: bool, **fields: str) -> None:
     """Store CONTENT (or standard input when CONTENT is '-' or missing)."""
     if content is None or content == "-":
         content = sys.stdin.read()
@@ -161,12 +125,12 @@ def retain(obj: _Context, /, content: str | None, as_json: bool, **fields: str) 
         with obj.open() as vault:
             result = vault.retain(request)
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
     text = f"stored {result.id} ({result.bytes} bytes)"
     if result.warning:
         text += f"\nwarning: {result.warning}"
-    _emit(as_json, unstructure(result), text)
+    emit(as_json, unstructure(result), text)
 
 
 @cli.command()
@@ -174,56 +138,56 @@ def retain(obj: _Context, /, content: str | None, as_json: bool, **fields: str) 
 @click.option("--tier", type=click.Choice(_TIERS), default=None, help="Only this tier (default: all readable).")
 @click.option("--limit", type=int, default=20, show_default=True, help="At most this many hits (1-20).")
 @click.argument("query")
-@_json_option
+@json_option
 @click.pass_obj
-def recall(obj: _Context, /, query: str, as_json: bool, **fields: Any) -> None:
+def recall(obj: Context, /, query: str, as_json: bool, **fields: Any) -> None:
     """Search memory for lines matching QUERY."""
     try:
         request = RecallRequest(query=query, **fields)
         with obj.open() as vault:
             result = vault.recall(request)
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
     rows = [[f"{h.score:.3f}", f"{h.source}:{h.line}", h.snippet.replace("\n", " ")[:100]] for h in result.hits]
     text = render_table(["SCORE", "SOURCE", "SNIPPET"], rows) if rows else "no matches"
     if result.quarantined:
         text += "\nquarantined: " + ", ".join(result.quarantined)
-    _emit(as_json, unstructure(result), text)
+    emit(as_json, unstructure(result), text)
 
 
 @cli.command()
 @_partition_options
 @click.option("--tier", type=click.Choice(_TIERS), required=True, help="Memory tier.")
 @click.option("--key", default="", help="Date for daily (default today), slug for peers.")
-@_json_option
+@json_option
 @click.pass_obj
-def read(obj: _Context, /, as_json: bool, **fields: str) -> None:
+def read(obj: Context, /, as_json: bool, **fields: str) -> None:
     """Print one whole document."""
     try:
         request = ReadRequest(**fields)
         with obj.open() as vault:
             result = vault.read(request)
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
-    _emit(as_json, unstructure(result), result.content)
+    emit(as_json, unstructure(result), result.content)
 
 
 @cli.command()
 @_partition_options
 @click.option("--id", "id_", default="", help="Document label, e.g. AGENT.md or daily/2026-01-31.md.")
 @click.option("--subject", "data_subject_id", default="", help="Erase every document of this data subject.")
-@_json_option
+@json_option
 @click.pass_obj
-def forget(obj: _Context, /, id_: str, data_subject_id: str, as_json: bool, **fields: str) -> None:
+def forget(obj: Context, /, id_: str, data_subject_id: str, as_json: bool, **fields: str) -> None:
     """Remove a document (--id) or every document of a data subject (--subject)."""
     try:
         request = ForgetRequest(id=id_, data_subject_id=data_subject_id, **fields)
         with obj.open() as vault:
             result = vault.forget(request)
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
     text = f"removed {result.removed} document(s)"
     if result.pending:
@@ -231,13 +195,13 @@ def forget(obj: _Context, /, id_: str, data_subject_id: str, as_json: bool, **fi
             "; erasure PENDING: the text may still be in the store's files (readers kept them busy). "
             "The provider finishes it on its own; run this command again to finish it or check"
         )
-    _emit(as_json, unstructure(result), text)  # "pending" appears only when true, as on the wire
+    emit(as_json, unstructure(result), text)  # "pending" appears only when true, as on the wire
 
 
 @cli.command()
-@_json_option
+@json_option
 @click.pass_obj
-def health(obj: _Context, as_json: bool) -> None:
+def health(obj: Context, as_json: bool) -> None:
     """Probe the configured provider; exit 1 when it is not healthy or cannot be opened."""
     name = obj.provider or "configured provider"
     try:
@@ -251,27 +215,25 @@ def health(obj: _Context, as_json: bool) -> None:
     text = f"{name}: ok" if status.ok else f"{name}: NOT OK: {status.message}"
     if status.pending_erasures:
         text += f" ({status.pending_erasures} erasure(s) pending: text not yet scrubbed from the store's files)"
-    _emit(as_json, {"provider": name, **unstructure(status)}, text)  # pending_erasures only when not 0
+    emit(as_json, {"provider": name, **unstructure(status)}, text)  # pending_erasures only when not 0
     if not status.ok:
         sys.exit(1)
 
 
 @cli.command()
-@_json_option
+@json_option
 @click.pass_obj
-def doctor(obj: _Context, as_json: bool) -> None:
+def doctor(obj: Context, as_json: bool) -> None:
     """Check the installation and the configured store; print what to fix.
 
     Python version, installed plugins and providers (each probed on a fresh
     instance), the config file, the configured provider, an SQLite store's schema
     version and integrity (read-only), and free disk space. Exit 1 when a check fails.
     """
-    from memvault.doctor import run_checks
-
     try:
         options = dict(settings_from_pairs(obj.options))
     except MemvaultError as exc:
-        _fail(exc)
+        fail(exc)
         return
     progress = (
         None if as_json or not sys.stderr.isatty() else (lambda step: click.echo(f"checking {step}...", err=True))
@@ -279,7 +241,7 @@ def doctor(obj: _Context, as_json: bool) -> None:
     checks = run_checks(obj.config, options, obj.provider, progress=progress)
     failed = [c for c in checks if c.status == "fail"]
     if as_json:
-        _emit(True, {"ok": not failed, "checks": [unstructure_check(c) for c in checks]}, "")
+        emit(True, {"ok": not failed, "checks": [unstructure_check(c) for c in checks]}, "")
     else:
         rows = [[c.name, c.status.upper() if c.status != "ok" else "ok", c.detail] for c in checks]
         click.echo(render_table(["CHECK", "STATUS", "DETAIL"], rows))
@@ -297,9 +259,6 @@ def unstructure_check(check: Any) -> dict[str, str]:
     return {"name": check.name, "status": check.status, "detail": check.detail, "fix": check.fix}
 
 
-from memvault.cli_quarantine import quarantine  # noqa: E402 - attached after the group exists
-from memvault.cli_transfer import export, import_, inspect  # noqa: E402 - attached after the group exists
-
 cli.add_command(quarantine)
 cli.add_command(export)
 cli.add_command(import_)
@@ -308,7 +267,7 @@ cli.add_command(inspect)
 
 def _add_plugin_commands() -> None:
     registry = get_registry()
-    for impl in registry.manager.hook.memvault_register_commands.get_hookimpls():
+    for impl in registry.plugin_manager.hook.memvault_register_commands.get_hookimpls():
         try:
             impl.function(cli=cli)
         except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the CLI

@@ -1,9 +1,9 @@
-"""The default lifecycle plugin: recall, capture and tools over the provider verbs.
+"""Layer 5, the default lifecycle plugin: recall, capture and tools over the provider verbs.
 
 Registered in every vault with ``trylast=True`` implementations, so a provider
 that implements a lifecycle hook itself takes precedence.
 
-What it does, per slot kind (``ctx.settings["kind"]``):
+What it does, per slot kind (``ctx.options.kind``):
 
 * ``memory`` — ``turn.started``: recall with the turn's input text inside the
   slot's partition; each hit becomes a message with the stable id
@@ -13,21 +13,26 @@ What it does, per slot kind (``ctx.settings["kind"]``):
   turn to today's daily document. Tools: ``read``, ``write``, ``search``,
   ``append_daily``.
 * ``notes`` — both recalls return the notes as one message (id ``notes``);
-  tools ``save`` and ``remove`` (see :mod:`memvault.notes`).
+  tools ``save`` and ``remove`` (see :mod:`memvault.default_lifecycle.notes`).
+
+The registry loads it by dotted name like every built-in plugin; its
+``memvault_vault_plugins`` hook hands every vault a fresh instance.
+
+May import: :mod:`memvault.contract`, :mod:`memvault.hooks` and the other
+modules of :mod:`memvault.default_lifecycle`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from memvault.errors import CapExceeded
-from memvault.lifecycle import LifecycleContext, RecalledMessage, RecallOutcome, Tool
-from memvault.markers import hookimpl
-from memvault.models import CAPS, RecallRequest, RetainRequest, Tier
-
-if TYPE_CHECKING:
-    from memvault.notes import NotesStore
+from memvault.contract.errors import CapExceeded
+from memvault.contract.lifecycle import LifecycleContext, RecalledMessage, RecallOutcome, Tool
+from memvault.contract.models import CAPS, RecallRequest, RetainRequest, Tier
+from memvault.default_lifecycle.notes import NotesStore, notes_tools
+from memvault.default_lifecycle.tools import daily_line, memory_tools
+from memvault.hooks.markers import hookimpl
 
 __all__ = ["DefaultLifecycle"]
 
@@ -40,12 +45,10 @@ _MAX_QUERY_CHARS: Final = 2000
 
 
 def _is_notes(ctx: LifecycleContext) -> bool:
-    return ctx.settings.get("kind") == "notes"
+    return ctx.options.kind == "notes"
 
 
 def _notes_store(ctx: LifecycleContext) -> NotesStore:
-    from memvault.notes import NotesStore
-
     return NotesStore(ctx.vault, workspace_id=ctx.workspace_id, agent_id=ctx.agent_id)
 
 
@@ -62,7 +65,7 @@ class DefaultLifecycle:
     def _search(self, ctx: LifecycleContext, query: str) -> RecallOutcome | None:
         if not query.strip():
             return None
-        limit = int(ctx.settings.get("recall_limit", 5))
+        limit = ctx.options.recall_limit
         result = ctx.vault.recall(
             RecallRequest(
                 workspace_id=ctx.workspace_id, agent_id=ctx.agent_id, query=query[:_MAX_QUERY_CHARS], limit=limit
@@ -93,10 +96,8 @@ class DefaultLifecycle:
 
     @hookimpl(trylast=True)
     def memvault_capture_turn_completed(self, ctx: LifecycleContext) -> bool | None:
-        if _is_notes(ctx) or not ctx.settings.get("capture"):
+        if _is_notes(ctx) or not ctx.options.capture:
             return None  # capture into the daily tier is opt-in per slot
-        from memvault.tools import daily_line
-
         asked = ctx.input_text or next((m.content for m in reversed(ctx.history) if m.role == "user"), "")
         text = f"user: {_clip(asked, 600)} | assistant: {_clip(ctx.output_text, 1200)}"
         line = _clip(daily_line(text).rstrip("\n"), MAX_CAPTURE_BYTES) + "\n"
@@ -119,9 +120,11 @@ class DefaultLifecycle:
     @hookimpl(trylast=True)
     def memvault_tools(self, ctx: LifecycleContext) -> list[Tool] | None:
         if _is_notes(ctx):
-            from memvault.notes import notes_tools
-
             return notes_tools(_notes_store(ctx))
-        from memvault.tools import memory_tools
-
         return memory_tools(ctx)
+
+
+@hookimpl
+def memvault_vault_plugins() -> list[object]:
+    """Every vault gets the default lifecycle, behind any phase its provider implements."""
+    return [DefaultLifecycle()]

@@ -3,12 +3,13 @@
 It keeps the whole provider contract except surviving the process (no
 ``durable``/``multi_process`` capability) and is what unit tests and users'
 tests reach for, like LangGraph's ``InMemoryStore``.
+
+Layer 5. May import: :mod:`memvault.contract`, :mod:`memvault.hooks` and :mod:`memvault.search`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,8 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from memvault import text
-from memvault.markers import hookimpl
-from memvault.models import (
+from memvault import search as text
+from memvault.contract.models import (
     Capability,
     DocumentInfo,
     ForgetRequest,
@@ -35,9 +35,10 @@ from memvault.models import (
     RetainRequest,
     RetainResult,
     Tier,
-    check_cap,
+    body_sha256,
 )
-from memvault.plugins import RegisterProvider
+from memvault.contract.registration import RegisterProvider
+from memvault.hooks.markers import hookimpl
 
 __all__ = ["MemoryProvider"]
 
@@ -72,22 +73,16 @@ class MemoryProvider:
         with self._lock:
             docs = self._partitions.setdefault(ref.partition, {})
             old = docs.get(label)
-            current = old.size if old else 0
-            body = (old.body if old else "") + request.content if request.mode == "append" else request.content
-            size = len(body.encode("utf-8"))
-            warning = check_cap(request.tier, current=current, projected=size)
-            subjects = old.data_subjects if old else frozenset[str]()
-            if request.data_subject_id:
-                subjects |= {request.data_subject_id}
+            final = request.applied_to(old.body if old else "", old.data_subjects if old else ())
             docs[label] = _Document(
                 tier=request.tier,
-                body=body,
-                size=size,
-                data_subjects=subjects,
-                index=text.index_document(label, body),
-                digest=hashlib.sha256(body.encode("utf-8")).hexdigest(),
+                body=final.body,
+                size=final.bytes,
+                data_subjects=final.subjects,
+                index=text.index_document(label, final.body),
+                digest=body_sha256(final.body),
             )
-        return RetainResult(id=label, bytes=size, warning=warning)
+        return RetainResult(id=label, bytes=final.bytes, warning=final.warning)
 
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
@@ -102,7 +97,7 @@ class MemoryProvider:
         hits = text.search(query, [doc.index for doc in docs], request.limit)
         # Each hit carries its document's digest, so the scanner needs no read-back.
         digests = {doc.index.source: doc.digest for doc in docs}
-        return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
+        return RecallResult(hits=text.with_digests(hits, digests))
 
     @hookimpl
     def memvault_read(self, request: ReadRequest) -> ReadResult:

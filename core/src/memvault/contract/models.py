@@ -1,22 +1,28 @@
-"""Request and result types that cross every hook, and the closed enums.
+"""Layer 1: the request and result types that cross every hook, and the closed enums.
 
 Every type is an attrs ``@frozen(kw_only=True)`` class whose validators run at
 construction, so an invalid request raises :class:`~memvault.errors.InvalidRequest`
 in the caller's process before any provider sees it (contract P1-P10, P14-P16,
 P22-P23). Change a request with :func:`attrs.evolve`, which re-runs validation.
+Also the partition and label rules providers share (:func:`label_for`,
+:func:`parse_label`, :func:`check_cap`).
+
+May import: :mod:`memvault.contract.errors` and :mod:`memvault.contract.terms`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import enum
+import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any, Final
 
 from attrs import field, frozen
 
-from memvault.errors import InvalidRequest
+from memvault.contract.errors import CapExceeded, InvalidRequest
+from memvault.contract.terms import query_terms, tokenize
 
 __all__ = [
     "CAPS",
@@ -39,7 +45,9 @@ __all__ = [
     "RecallSnippet",
     "RetainRequest",
     "RetainResult",
+    "StoredBody",
     "Tier",
+    "body_sha256",
     "cap_warning",
     "check_cap",
     "label_for",
@@ -109,7 +117,7 @@ _WARN_AT: Final = 0.8
 MAX_RECALL_LIMIT: Final = 20
 MAX_SNIPPET_CHARS: Final = 500
 #: Bounds on a recall query (contract P14): its size in UTF-8 bytes and its number of
-#: distinct search terms (stemmed, stop words aside; see :func:`memvault.text.terms`).
+#: distinct search terms (stemmed, stop words aside; see :func:`memvault.contract.terms.query_terms`).
 #: Recall cost grows with the distinct terms; a natural-language question of a
 #: few sentences uses well under a tenth of either bound.
 MAX_QUERY_BYTES: Final = 4096
@@ -270,8 +278,6 @@ def check_cap(tier: Tier, *, current: int, projected: int) -> str:
     :return: the usage warning when the body reaches 80 % of the cap, else ``""``.
     :raises CapExceeded: when ``projected`` is over the cap.
     """
-    from memvault.errors import CapExceeded
-
     cap = CAPS[tier]
     if cap is None:
         return ""
@@ -404,6 +410,34 @@ class RetainRequest(_AddressesOneDocument):
         _require_partition(self.tier, self.agent_id, self.crew_id)
         object.__setattr__(self, "key", _normalise_key(self.tier, self.key))
 
+    def applied_to(self, stored: str, subjects: Iterable[str] = ()) -> StoredBody:
+        """What this write makes of a document whose body is ``stored`` (``""``: none yet).
+
+        The final body (``stored + content`` for ``append``, ``content`` for
+        ``replace``), its size, the cap's warning, and the document's data subjects
+        with this request's added (P13). Call it under the provider's write lock,
+        before writing anything.
+
+        :raises CapExceeded: when the final body is over the tier's cap (P9).
+        """
+        body = stored + self.content if self.mode is Mode.APPEND else self.content
+        size = len(body.encode("utf-8"))
+        warning = check_cap(self.tier, current=len(stored.encode("utf-8")), projected=size)
+        kept = frozenset(subjects)
+        if self.data_subject_id:
+            kept |= {self.data_subject_id}
+        return StoredBody(body=body, bytes=size, warning=warning, subjects=kept)
+
+
+@frozen(kw_only=True)
+class StoredBody:
+    """A document's body after a write (:meth:`RetainRequest.applied_to`)."""
+
+    body: str
+    bytes: int
+    warning: str
+    subjects: frozenset[str]
+
 
 @frozen(kw_only=True)
 class RetainResult:
@@ -439,9 +473,7 @@ def _query(instance: object, attribute: Any, value: object) -> None:
             "ask a shorter question (the key words are enough)",
             field="query",
         )
-    from memvault.text import Query  # text builds on these models
-
-    count = len(Query.parse(value).terms)
+    count = len(query_terms(tokenize(value)))
     if count > MAX_QUERY_TERMS:
         raise InvalidRequest(
             f"query has {count} distinct search terms, over the limit of {MAX_QUERY_TERMS} distinct search terms: "
@@ -563,6 +595,12 @@ class Quarantine:
 
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def body_sha256(body: str) -> str:
+    """The hex sha256 of a body's UTF-8 bytes: a document's digest (``RecallSnippet.digest``,
+    ``DocumentInfo.digest``) and what ``ContentRejected`` and quarantine records carry."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 def validate_sha256(value: object, field_name: str = "sha256") -> str:

@@ -1,8 +1,10 @@
-"""The one cattrs converter for every JSON shape: the HTTP wire, config, export files.
+"""Layer 1: the one cattrs converter for every JSON shape: HTTP wire, config, export files, quarantine records.
 
 Unknown keys are rejected. A structuring failure becomes
 :class:`~memvault.errors.InvalidRequest` naming the field (``providers.sqlite.path``);
 a validator's own ``InvalidRequest`` passes through unchanged.
+
+May import: :mod:`memvault.contract.errors` and :mod:`memvault.contract.models`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,15 @@ import cattrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_unstructure_fn, override
 
-from memvault.errors import InvalidRequest
-from memvault.models import DocumentInfo, ForgetResult, HealthStatus, ListDocumentsResult, RecallResult, RecallSnippet
+from memvault.contract.errors import InvalidRequest
+from memvault.contract.models import (
+    DocumentInfo,
+    ForgetResult,
+    HealthStatus,
+    ListDocumentsResult,
+    RecallResult,
+    RecallSnippet,
+)
 
 __all__ = ["converter", "structure", "unstructure"]
 

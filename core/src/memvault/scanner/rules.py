@@ -1,7 +1,7 @@
 """The builtin scanner's rule families (contract P29), by category.
 
 Every rule has a category, a pattern id, a weight, the view it matches
-(:mod:`memvault.scan_normalise`), literal triggers that must appear in that
+(:mod:`memvault.scanner.normalise`), literal triggers that must appear in that
 view before its regex runs, and an example it must catch. The scanner adds the
 weights of the distinct rules that fire in each category and rejects a text
 when a category reaches its threshold (1.0 unless the operator sets another):
@@ -12,7 +12,9 @@ together.
 Views: ``text`` (as written and after look-alike folding, case-insensitive),
 ``words`` (lowercase words after folding, leetspeak and spelled-out letters
 joined; a space in a words pattern also matches no space) and ``native`` (the
-per-language override phrases, loaded from ``scan_data/override/*.json``).
+per-language override phrases, loaded from ``scanner/data/override/*.json``).
+
+Layer 5. May import: :mod:`memvault.contract`.
 """
 
 from __future__ import annotations
@@ -1273,7 +1275,7 @@ _SPECS: Final[tuple[_Spec, ...]] = (
 
 @frozen(kw_only=True)
 class LanguageFile:
-    """One ``scan_data/override/<code>.json`` file: override phrases in one language."""
+    """One ``scanner/data/override/<code>.json`` file: override phrases in one language."""
 
     code: str
     name: str
@@ -1286,7 +1288,7 @@ def _language_rule(code: str, name: str, entry: dict[str, Any]) -> Rule:
     return Rule(
         category=OVERRIDE,
         pattern=f"{entry['id']}_{code}",
-        description=f"{name}: {entry['id'].replace('_', ' ')} (from scan_data/override/{code}.json)",
+        description=f"{name}: {entry['id'].replace('_', ' ')} (from scanner/data/override/{code}.json)",
         example=examples[0],
         regex=re.compile(entry["pattern"], re.DOTALL),
         triggers=tuple(entry.get("trigger_words", ())) + tuple("*" + t for t in entry.get("trigger_substrings", ())),
@@ -1298,7 +1300,7 @@ def _language_rule(code: str, name: str, entry: dict[str, Any]) -> Rule:
 @functools.cache
 def language_files() -> tuple[LanguageFile, ...]:
     """Every shipped language file, by language code."""
-    folder = resources.files("memvault").joinpath("scan_data").joinpath("override")
+    folder = resources.files("memvault.scanner").joinpath("data").joinpath("override")
     found: list[LanguageFile] = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".json"):

@@ -1,0 +1,12 @@
+"""Layer 1, the contract: the types every hook exchanges and every error memvault raises.
+
+* :mod:`memvault.contract.errors`: the error hierarchy;
+* :mod:`memvault.contract.terms`: what a search term is;
+* :mod:`memvault.contract.models`: requests, results, enums, caps, labels;
+* :mod:`memvault.contract.lifecycle`: what crosses the lifecycle hooks;
+* :mod:`memvault.contract.registration`: the registration callbacks' protocols;
+* :mod:`memvault.contract.wire`: the one cattrs converter (JSON for the HTTP wire,
+  config, export files and stored quarantine records).
+
+May import: nothing from another layer of memvault.
+"""

@@ -1,0 +1,57 @@
+"""Layer 1: the callbacks a plugin's registration hooks receive.
+
+``memvault_register_providers(register)`` gets a :class:`RegisterProvider`,
+``memvault_register_scanners(register)`` a :class:`RegisterScanner`; the
+registry (:mod:`memvault.registry`) supplies them.
+
+May import: nothing of memvault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["RegisterProvider", "RegisterScanner", "ScratchSettings"]
+
+#: Scratch settings: given an empty temporary directory, the settings that open
+#: a fresh, empty provider there (used by ``memvault parity`` and the suite).
+ScratchSettings = Callable[[Path], Mapping[str, Any]]
+
+
+class RegisterProvider(Protocol):
+    """The callback passed to ``memvault_register_providers``."""
+
+    def __call__(
+        self,
+        name: str,
+        factory: Callable[..., object],
+        *,
+        capabilities: Iterable[str] = (),
+        scratch: ScratchSettings | None = None,
+        description: str = "",
+    ) -> None:
+        """Record one provider.
+
+        :param name: the provider name users put in config (``[a-z][a-z0-9_-]*``).
+        :param factory: called with the provider's settings as keyword arguments;
+            returns the provider instance (a pluggy plugin with the verb hooks).
+        :param capabilities: optional capabilities it declares (:class:`Capability`).
+        :param scratch: builds settings for a fresh, empty instance in a temporary
+            directory, so ``memvault parity NAME`` works with no options.
+        :param description: one line for ``memvault providers``.
+        """
+
+
+class RegisterScanner(Protocol):
+    """The callback passed to ``memvault_register_scanners``."""
+
+    def __call__(self, name: str, factory: Callable[..., object]) -> None:
+        """Record one scanner.
+
+        :param name: the name configuration selects it by (``scanner = "NAME"``).
+        :param factory: returns a fresh plugin object wrapping the provider verbs. A
+            factory with a ``policy`` keyword receives the ``[scan]`` table of
+            ``memvault.toml`` (a mapping) when one is configured.
+        """

@@ -1,0 +1,325 @@
+"""Layer 5, the built-in prompt-injection scanner (contract P29-P31): a plugin on hook wrappers.
+
+:class:`BuiltinScanner` wraps three provider verbs with ``@hookimpl(wrapper=True)``:
+
+* ``memvault_retain`` scans the *final* body (the stored body plus the new
+  content for ``append``) before the provider writes anything. A verdict that
+  rejects raises :class:`~memvault.errors.ContentRejected` and asks the provider
+  to keep a quarantine copy (``memvault_quarantine_keep``); the live document is
+  unchanged.
+* ``memvault_recall`` drops every hit whose document fails the scan and lists
+  that document's label in ``RecallResult.quarantined``.
+* ``memvault_read`` returns a ``[BLOCKED: ...]`` placeholder and the quarantine
+  metadata instead of a document that fails the scan.
+
+Verdicts are cached by the body's sha256 in a bounded LRU, so recall does not
+rescan unchanged documents.
+
+The detection engine is :mod:`memvault.scanner.engine`; the quarantine
+placeholder and operator access are in :mod:`memvault.scanner.quarantine`.
+
+May import: :mod:`memvault.contract`, :mod:`memvault.hooks` and the other
+modules of :mod:`memvault.scanner`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, Final
+
+from memvault.contract.errors import ContentRejected, InvalidRequest, PluginError
+from memvault.contract.models import (
+    MAX_RECALL_LIMIT,
+    Mode,
+    Quarantine,
+    QuarantineRecord,
+    ReadRequest,
+    ReadResult,
+    RecallRequest,
+    RecallResult,
+    RecallSnippet,
+    RetainRequest,
+    RetainResult,
+    Tier,
+    body_sha256,
+    parse_label,
+)
+from memvault.contract.registration import RegisterScanner
+from memvault.hooks.markers import hookimpl
+from memvault.scanner.engine import DEFAULT_POLICY, Finding, ScanPolicy, scan, tail_start
+from memvault.scanner.quarantine import blocked_placeholder
+
+__all__ = ["CACHE_SIZE", "BuiltinScanner", "builtin_scanner"]
+
+#: How many verdicts one scanner keeps (by body sha256).
+CACHE_SIZE: Final = 4096
+_UNKNOWN: Final = Finding(category="", pattern="", form="", excerpt="")
+
+
+class BuiltinScanner:
+    """Wraps retain, recall and read; rejects and quarantines injection shapes (P29-P31).
+
+    The vault calls :meth:`bind_vault` once the scanner is registered, which is how
+    the wrappers reach the provider's own ``read``/``recall`` (to get the stored
+    body of an append, or the documents behind recall hits) and the quarantine store.
+
+    :param detect: the scan function (default: :func:`scan`); a custom one gets the
+        whole final body of an append, not only its tail.
+    :param cache_size: how many verdicts to keep, by body sha256.
+    :param policy: thresholds and allow-listed rules for :func:`scan` (ignored with a
+        custom ``scanner``, which applies its own).
+    """
+
+    def __init__(
+        self,
+        *,
+        detect: Callable[[str], Finding | None] = scan,
+        cache_size: int = CACHE_SIZE,
+        policy: ScanPolicy = DEFAULT_POLICY,
+    ) -> None:
+        self._builtin = detect is scan
+        self.policy = policy
+        self._scan: Callable[[str], Finding | None] = (
+            functools.partial(scan, policy=policy) if self._builtin and policy is not DEFAULT_POLICY else detect
+        )
+        self._cache: OrderedDict[str, Finding | None] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self._provider = "?"
+        self._read: Any = None
+        self._recall: Any = None
+        self._keep: Any = None
+        self.scans = 0  # bodies actually scanned (cache misses), for tests and benchmarks
+
+    def bind_vault(self, vault: Any) -> None:
+        """Reach the vault's other plugins: every hook call below skips this scanner's own wrappers."""
+        manager = vault.plugin_manager
+        self._provider = vault.name
+        self._read = manager.subset_hook_caller("memvault_read", remove_plugins=[self])
+        self._recall = manager.subset_hook_caller("memvault_recall", remove_plugins=[self])
+        self._keep = manager.subset_hook_caller("memvault_quarantine_keep", remove_plugins=[self])
+
+    # -- verdicts -------------------------------------------------------------
+
+    def verdict(self, body: str) -> tuple[str, Finding | None]:
+        """The body's sha256 and the scan's finding (``None``: clean), cached by sha256."""
+        digest = body_sha256(body)
+        cached = self._cached(digest)
+        if cached is not _UNKNOWN:
+            return digest, cached
+        return digest, self._remember(digest, self._scan(body))
+
+    def _cached(self, digest: str) -> Finding | None:
+        """The cached verdict for ``digest``, or ``_UNKNOWN``."""
+        with self._lock:
+            if digest in self._cache:
+                self._cache.move_to_end(digest)
+                return self._cache[digest]
+        return _UNKNOWN
+
+    def _remember(self, digest: str, finding: Finding | None) -> Finding | None:
+        with self._lock:
+            self.scans += 1
+            self._cache[digest] = finding
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return finding
+
+    def _append_verdict(self, old: str, body: str) -> tuple[str, Finding | None]:
+        """The verdict on ``old + new``; when ``old`` is known clean, only its tail is rescanned.
+
+        Every builtin rule's match is either confined to one line or spans a
+        bounded number of non-space characters, and base64 blocks are whole
+        lines, so a match in ``old + new`` that is not in the clean ``old``
+        starts inside :func:`tail_start`'s window. Only for the builtin rules (a
+        custom scan function gets the whole body).
+        """
+        old_hash = hashlib.sha256(old.encode("utf-8"))
+        body_hash = old_hash.copy()
+        body_hash.update(body[len(old) :].encode("utf-8"))
+        digest = body_hash.hexdigest()
+        cached = self._cached(digest)
+        if cached is not _UNKNOWN:
+            return digest, cached
+        with self._lock:
+            old_clean = bool(old) and self._cache.get(old_hash.hexdigest(), _UNKNOWN) is None
+        if self._builtin and old_clean:
+            finding = self._scan(body[tail_start(old) :])
+        else:
+            finding = self._scan(body)
+        return digest, self._remember(digest, finding)
+
+    def _bound(self, caller: Any, hook: str) -> Any:
+        if caller is None:
+            raise PluginError(
+                f"the scanner was not bound to a vault, so it cannot call {hook}: register it through "
+                "memvault.open(..., scanner=...) or Vault(provider, plugins=[scanner])"
+            )
+        return caller
+
+    def _stored_body(self, request: ReadRequest) -> str:
+        result = self._bound(self._read, "memvault_read")(request=request)
+        return result.content if isinstance(result, ReadResult) and result.quarantine is None else ""
+
+    # -- write path -------------------------------------------------------------
+
+    @hookimpl(wrapper=True)
+    def memvault_retain(self, request: RetainRequest) -> Generator[None, RetainResult, RetainResult]:
+        body = request.content
+        if request.mode is Mode.APPEND:
+            stored = ReadRequest(
+                workspace_id=request.workspace_id,
+                agent_id=request.agent_id,
+                crew_id=request.crew_id,
+                tier=request.tier,
+                key=request.key,
+            )
+            old = self._stored_body(stored)
+            body = old + request.content
+            digest, finding = self._append_verdict(old, body)
+        else:
+            digest, finding = self.verdict(body)
+        if finding is not None:
+            self._reject(request, body, digest, finding)
+        return (yield)
+
+    def _reject(self, request: RetainRequest, body: str, digest: str, finding: Finding) -> None:
+        record = QuarantineRecord(
+            workspace_id=request.workspace_id,
+            agent_id=request.agent_id if request.tier is not Tier.CREW else "",
+            crew_id=request.crew_id if request.tier is Tier.CREW else "",
+            label=request.label,
+            category=finding.category,
+            pattern=finding.pattern,
+            sha256=digest,
+            content=body,
+            data_subject_id=request.data_subject_id,
+        )
+        details = finding.describe()
+        try:
+            kept = self._bound(self._keep, "memvault_quarantine_keep")(record=record) is True
+        except Exception as exc:  # fail closed: the write fails whatever the store does
+            raise ContentRejected(
+                category=finding.category,
+                pattern=finding.pattern,
+                sha256=digest,
+                detail=f"{details}; no quarantine copy was kept: {type(exc).__name__}: {exc}",
+                kept=False,
+                **_extras(finding),
+            ) from exc
+        if not kept:
+            details += f"; no quarantine copy was kept: provider {self._provider!r} has no quarantine store"
+        raise ContentRejected(
+            category=finding.category,
+            pattern=finding.pattern,
+            sha256=digest,
+            detail=details,
+            kept=kept,
+            **_extras(finding),
+        )
+
+    # -- read path ------------------------------------------------------------
+
+    @hookimpl(wrapper=True)
+    def memvault_read(self, request: ReadRequest) -> Generator[None, ReadResult, ReadResult]:
+        result = yield
+        if not isinstance(result, ReadResult) or result.quarantine is not None or not result.content:
+            return result
+        digest, finding = self.verdict(result.content)
+        if finding is None:
+            return result
+        quarantine = Quarantine(category=finding.category, pattern=finding.pattern, sha256=digest)
+        return ReadResult(id=result.id, content=blocked_placeholder(quarantine), quarantine=quarantine)
+
+    @hookimpl(wrapper=True)
+    def memvault_recall(self, request: RecallRequest) -> Generator[None, RecallResult, RecallResult]:
+        result = yield
+        if not isinstance(result, RecallResult) or not result.hits:
+            return result
+        blocked = self._blocked_sources(request, _digests(result.hits))
+        if not blocked:
+            return result
+        hits = [h for h in result.hits if h.source not in blocked]
+        if len(hits) < request.limit < MAX_RECALL_LIMIT:
+            # Dropped hits left room: ask once more with the widest limit and filter again.
+            wider = self._bound(self._recall, "memvault_recall")(
+                request=RecallRequest(
+                    workspace_id=request.workspace_id,
+                    agent_id=request.agent_id,
+                    crew_id=request.crew_id,
+                    query=request.query,
+                    tier=request.tier,
+                    limit=MAX_RECALL_LIMIT,
+                )
+            )
+            if isinstance(wider, RecallResult):
+                fresh = {src: d for src, d in _digests(wider.hits).items() if src not in blocked}
+                blocked |= self._blocked_sources(request, fresh)
+                hits = [h for h in wider.hits if h.source not in blocked]
+        quarantined = sorted(set(result.quarantined) | blocked)
+        return RecallResult(hits=hits[: request.limit], quarantined=quarantined)
+
+    def _blocked_sources(self, request: RecallRequest, sources: dict[str, str]) -> set[str]:
+        """The labels among ``sources`` (label -> body digest, or "") whose documents fail the scan.
+
+        A digest the provider reported with its hits finds a cached verdict
+        without reading the document; otherwise the document is read and scanned.
+        """
+        blocked: set[str] = set()
+        for label, digest in sorted(sources.items()):
+            if digest:
+                known = self._cached(digest)
+                if known is not _UNKNOWN:
+                    if known is not None:
+                        blocked.add(label)
+                    continue
+            try:
+                tier, key = parse_label(label, "source")
+            except InvalidRequest as exc:
+                raise PluginError(
+                    f"provider {self._provider!r} returned a recall hit whose source {label[:80]!r} is not a "
+                    "document label (contract P4); this is a bug in the provider"
+                ) from exc
+            crew = tier is Tier.CREW
+            body = self._stored_body(
+                ReadRequest(
+                    workspace_id=request.workspace_id,
+                    agent_id="" if crew else request.agent_id,
+                    crew_id=request.crew_id if crew else "",
+                    tier=tier,
+                    key=key,
+                )
+            )
+            if body and self.verdict(body)[1] is not None:
+                blocked.add(label)
+        return blocked
+
+
+def _extras(finding: Finding) -> dict[str, Any]:
+    """The optional ``ContentRejected`` fields a finding fills."""
+    return {"excerpt": finding.excerpt, "span": finding.span, "score": finding.score, "threshold": finding.threshold}
+
+
+def _digests(hits: list[RecallSnippet]) -> dict[str, str]:
+    """Each hit source's body digest as the provider reported it ("" when it did not)."""
+    out: dict[str, str] = {}
+    for hit in hits:
+        out[hit.source] = out.get(hit.source) or hit.digest
+    return out
+
+
+def builtin_scanner(policy: Mapping[str, Any] | None = None) -> BuiltinScanner:
+    """The ``builtin`` scanner's factory: ``policy`` is the ``[scan]`` table of ``memvault.toml``.
+
+    :raises InvalidRequest: naming the table's bad key, category or rule id.
+    """
+    return BuiltinScanner(policy=ScanPolicy.from_table(policy))
+
+
+@hookimpl
+def memvault_register_scanners(register: RegisterScanner) -> None:
+    register("builtin", builtin_scanner)
