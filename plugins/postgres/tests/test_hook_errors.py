@@ -123,3 +123,22 @@ def test_a_pool_timeout_chains_the_pool_error(cluster: TemporaryCluster, schema_
         assert isinstance(info.value, TimeoutError)
     finally:
         provider.close()
+
+
+def test_a_hand_edited_quarantine_row_is_upstream_error(cluster: TemporaryCluster, schema_name: str) -> None:
+    """Rows become records through memvault's converter: one that breaks the record's rules is named."""
+    provider = PostgresProvider(dsn=cluster.dsn(), schema=schema_name)
+    try:
+        keep = _hooks(provider)["quarantine keep"]
+        assert keep() is True
+        kept = provider.memvault_quarantine_get(workspace_id="w1", sha256=_SHA)
+        assert kept is not None
+        assert kept.created_at.utcoffset() is not None
+        assert provider.memvault_quarantine_list(workspace_id="w1") == [kept]
+        with cluster.admin("memvault") as conn:
+            conn.execute(f"UPDATE {schema_name}.quarantine SET label = '../../etc/passwd'")
+        with pytest.raises(UpstreamError, match="row of table quarantine") as info:
+            provider.memvault_quarantine_get(workspace_id="w1", sha256=_SHA)
+        assert "not a document label" in str(info.value)
+    finally:
+        provider.close()

@@ -58,7 +58,7 @@ from memvault_local_disk import fs
 from memvault_local_disk.index import DEFAULT_CACHE_BYTES, DocumentIndex
 from memvault_local_disk.layout import FIXED_FILES, SUBFOLDERS, decode, describe, location, partition_parts
 from memvault_local_disk.lazy import LazyDocument
-from memvault_local_disk.quarantine import QuarantineFolder, check_sha
+from memvault_local_disk.quarantine import QuarantineFolder
 
 __all__ = ["LocalDiskProvider"]
 
@@ -345,9 +345,8 @@ class LocalDiskProvider:
     @hookimpl
     def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> QuarantineRecord | None:
         folder = self._quarantine(workspace_id)
-        sha = check_sha(sha256)
         with self._storage("read a quarantine copy"):
-            return folder.get(sha)
+            return folder.get(sha256)
 
     # -- internals ------------------------------------------------------------
 

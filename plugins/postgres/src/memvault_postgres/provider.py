@@ -28,7 +28,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from memvault import text
+from memvault import text, wire
 from memvault.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
 from memvault.markers import hookimpl
 from memvault.models import (
@@ -660,20 +660,8 @@ class PostgresProvider:
     def memvault_quarantine_keep(self, record: _QuarantineRecord) -> bool:
         def keep(conn: _Conn) -> bool:
             conn.execute(
-                "INSERT INTO quarantine (workspace_id, agent_id, crew_id, label, category, pattern, sha256,"
-                " content, created_at, data_subject_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    record.workspace_id,
-                    record.agent_id,
-                    record.crew_id,
-                    record.label,
-                    record.category,
-                    record.pattern,
-                    record.sha256,
-                    record.content,
-                    record.created_at,
-                    record.data_subject_id,
-                ),
+                f"INSERT INTO quarantine ({_QCOLS}) VALUES ({', '.join(['%s'] * len(_QFIELDS))})",
+                tuple(getattr(record, name) for name in _QFIELDS),
             )
             return True
 
@@ -753,26 +741,21 @@ def _pending_result(removed: int, pending: list[str], where: str) -> ForgetResul
     return ForgetResult(removed=removed, pending=True)
 
 
-_QCOLS: Final = (
-    "workspace_id, agent_id, crew_id, label, category, pattern, sha256, content, created_at, data_subject_id"
-)
+#: The quarantine table's columns: the fields of QuarantineRecord, in its order (the table names them alike).
+_QFIELDS: Final = tuple(field.name for field in attrs.fields(_QuarantineRecord))
+_QCOLS: Final = ", ".join(_QFIELDS)
 
 
 def _record(row: tuple[Any, ...]) -> _QuarantineRecord:
-    created = row[8]
+    """The record of a ``SELECT {_QCOLS}`` row, through memvault's one converter."""
+    fields = dict(zip(_QFIELDS, row, strict=True))
+    created = fields["created_at"]
     assert isinstance(created, _dt.datetime)
-    return _QuarantineRecord(
-        workspace_id=row[0],
-        agent_id=row[1],
-        crew_id=row[2],
-        label=row[3],
-        category=row[4],
-        pattern=row[5],
-        sha256=row[6],
-        content=row[7],
-        created_at=created.astimezone(_dt.timezone.utc),
-        data_subject_id=row[9],
-    )
+    fields["created_at"] = created.astimezone(_dt.timezone.utc)  # psycopg answers in the session's zone
+    try:
+        return wire.structure(fields, _QuarantineRecord, what="a row of table quarantine")
+    except InvalidRequest as exc:
+        raise UpstreamError(f"a row of table quarantine is not a quarantine record (edited by hand?): {exc}") from exc
 
 
 def _schema_ok(name: object) -> bool:
