@@ -184,9 +184,9 @@ def test_a_file_changed_within_its_timestamp_tick_is_never_served_stale(
 
     The worst case is simulated by making the cache key blind to everything but size and mtime.
     """
-    from memvault_local_disk import provider
+    from memvault_local_disk import index
 
-    monkeypatch.setattr(provider, "_stat_key", lambda st: (st.st_size, st.st_mtime_ns, 0, 0, st.st_mtime_ns))
+    monkeypatch.setattr(index, "_stat_key", lambda st: (st.st_size, st.st_mtime_ns, 0, 0, st.st_mtime_ns))
     _retain(vault, "AGENT", "alpha beta\n")
     path = root / "w1/agents/ada/AGENT.md"
     st = path.stat()

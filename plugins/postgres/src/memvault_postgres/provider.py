@@ -11,6 +11,7 @@ lines through a GIN index local to the partition and ranks them here (see
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import logging
 import re
 import threading
@@ -18,8 +19,9 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, Final, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
+import attrs
 import psycopg
 import psycopg.errors
 from psycopg import sql
@@ -27,6 +29,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from memvault import search as text
+from memvault.contract import wire
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
 from memvault.contract.models import (
     Capability,
@@ -56,6 +59,7 @@ log = logging.getLogger(__name__)
 __all__ = ["PostgresProvider"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 _Conn = psycopg.Connection[tuple[Any, ...]]
 #: The provider's own health deadline: under the 1 s a remote store gets (P26).
 HEALTH_DEADLINE: Final = 0.9
@@ -64,6 +68,28 @@ _TRUST_RECENT: Final = 1.0
 _RECENTLY_DEAD: Final = re.compile(r"(\d+) dead row versions cannot be removed yet")
 #: Errors after which the whole transaction was rolled back and is safe to run again.
 _RETRYABLE: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+
+
+def _translated(
+    verb: str,
+) -> Callable[[Callable[Concatenate[PostgresProvider, _P], _T]], Callable[Concatenate[PostgresProvider, _P], _T]]:
+    """Run the method inside :meth:`PostgresProvider._errors`: no psycopg or pool error leaves it (P28).
+
+    Every hook that can raise and :meth:`PostgresProvider.close` carry it, so the provider keeps its
+    error contract whoever calls it (a ``Vault`` translates nothing for its providers).
+    """
+
+    def decorate(
+        method: Callable[Concatenate[PostgresProvider, _P], _T],
+    ) -> Callable[Concatenate[PostgresProvider, _P], _T]:
+        @functools.wraps(method)
+        def translated(self: PostgresProvider, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+            with self._errors(verb):
+                return method(self, *args, **kwargs)
+
+        return translated
+
+    return decorate
 
 
 class PostgresProvider:
@@ -157,9 +183,9 @@ class PostgresProvider:
             open=False,
         )
         self.pool.open(wait=False)
-        with suppress(MemvaultError):
+        with suppress(MemvaultError), self._errors("open"):
             # An erasure a crash or a busy lock left pending finishes now (P24).
-            self._run(self._scrub, "open")
+            self._run(self._scrub)
 
     # -- connections ---------------------------------------------------------
 
@@ -209,6 +235,7 @@ class PostgresProvider:
         finally:
             conn.close()
 
+    @_translated("close")
     def close(self) -> None:
         """Close the pool and every connection this provider opened. Idempotent."""
         self._closed = True
@@ -269,21 +296,23 @@ class PostgresProvider:
             return _first_line(exc)
         return ""
 
-    def _run(self, action: Callable[[_Conn], _T], verb: str) -> _T:
-        """Run ``action`` on a pooled connection; a deadlock or serialization failure is retried."""
+    def _run(self, action: Callable[[_Conn], _T]) -> _T:
+        """Run ``action`` on a pooled connection; a deadlock or serialization failure is retried.
+
+        psycopg's errors pass through: the caller (a hook, through :func:`_translated`) translates them.
+        """
         if self._closed:
             raise UpstreamError("the postgres provider is closed: open a new vault")
-        with self._errors(verb):
-            for attempt in range(5):
-                try:
-                    with self.pool.connection() as conn:
-                        result = action(conn)
-                        self._last_used[conn] = time.monotonic()
-                        return result
-                except _RETRYABLE:
-                    if attempt == 4:
-                        raise
-                    time.sleep(0.01 * (attempt + 1))
+        for attempt in range(5):
+            try:
+                with self.pool.connection() as conn:
+                    result = action(conn)
+                    self._last_used[conn] = time.monotonic()
+                    return result
+            except _RETRYABLE:
+                if attempt == 4:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _partition(self, conn: _Conn, part: Partition, *, create: bool) -> int | None:
@@ -310,6 +339,7 @@ class PostgresProvider:
     # -- verbs -----------------------------------------------------------------
 
     @hookimpl
+    @_translated("retain")
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
         ref = request.ref
         label = ref.label
@@ -354,9 +384,10 @@ class PostgresProvider:
             self._partitions.setdefault((part.workspace_id, part.kind, part.owner_id), pid)
             return RetainResult(id=label, bytes=size, warning=warning)
 
-        return self._run(write, "retain")
+        return self._run(write)
 
     @hookimpl
+    @_translated("recall")
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
         terms = query_terms(query)
@@ -397,9 +428,10 @@ class PostgresProvider:
             # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
             return RecallResult(hits=with_digests(hits, digests))
 
-        return self._run(search, "recall")
+        return self._run(search)
 
     @hookimpl
+    @_translated("read")
     def memvault_read(self, request: ReadRequest) -> ReadResult:
         ref = request.ref
         part = ref.partition
@@ -412,9 +444,10 @@ class PostgresProvider:
             ).fetchone()
             return ReadResult(id=ref.label, content=str(row[0]) if row else "")
 
-        return self._run(read, "read")
+        return self._run(read)
 
     @hookimpl
+    @_translated("forget")
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
         def erase(conn: _Conn) -> int:
             with conn.transaction():
@@ -459,8 +492,8 @@ class PostgresProvider:
                         )
             return len(rows)
 
-        removed = self._run(erase, "forget")
-        pending = self._run(self._scrub, "forget")
+        removed = self._run(erase)
+        pending = self._run(self._scrub)
         if pending and request.data_subject_id:
             return _pending_result(removed, pending, self.where)
         return ForgetResult(removed=removed)
@@ -518,6 +551,7 @@ class PostgresProvider:
         return bool(kept) and not any(kept)
 
     @hookimpl
+    @_translated("list_documents")
     def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
         """Every matching document without its body (P32), from one snapshot."""
         where: list[str] = []
@@ -560,7 +594,7 @@ class PostgresProvider:
                 ]
             )
 
-        return self._run(listing, "list_documents")
+        return self._run(listing)
 
     @hookimpl
     def memvault_health(self) -> HealthStatus:
@@ -624,29 +658,19 @@ class PostgresProvider:
     # -- quarantine (P30) ------------------------------------------------------
 
     @hookimpl
+    @_translated("quarantine_keep")
     def memvault_quarantine_keep(self, record: _QuarantineRecord) -> bool:
         def keep(conn: _Conn) -> bool:
             conn.execute(
-                "INSERT INTO quarantine (workspace_id, agent_id, crew_id, label, category, pattern, sha256,"
-                " content, created_at, data_subject_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    record.workspace_id,
-                    record.agent_id,
-                    record.crew_id,
-                    record.label,
-                    record.category,
-                    record.pattern,
-                    record.sha256,
-                    record.content,
-                    record.created_at,
-                    record.data_subject_id,
-                ),
+                f"INSERT INTO quarantine ({_QCOLS}) VALUES ({', '.join(['%s'] * len(_QFIELDS))})",
+                tuple(getattr(record, name) for name in _QFIELDS),
             )
             return True
 
-        return self._run(keep, "quarantine_keep")
+        return self._run(keep)
 
     @hookimpl
+    @_translated("quarantine_list")
     def memvault_quarantine_list(self, workspace_id: str) -> list[_QuarantineRecord]:
         def listing(conn: _Conn) -> list[_QuarantineRecord]:
             rows = conn.execute(
@@ -654,9 +678,10 @@ class PostgresProvider:
             ).fetchall()
             return [_record(r) for r in rows]
 
-        return self._run(listing, "quarantine_list")
+        return self._run(listing)
 
     @hookimpl
+    @_translated("quarantine_get")
     def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> _QuarantineRecord | None:
         def get(conn: _Conn) -> _QuarantineRecord | None:
             row = conn.execute(
@@ -665,7 +690,7 @@ class PostgresProvider:
             ).fetchone()
             return _record(row) if row else None
 
-        return self._run(get, "quarantine_get")
+        return self._run(get)
 
     def __repr__(self) -> str:
         return f"<PostgresProvider {self.where} schema={self.schema!r}>"
@@ -718,26 +743,21 @@ def _pending_result(removed: int, pending: list[str], where: str) -> ForgetResul
     return ForgetResult(removed=removed, pending=True)
 
 
-_QCOLS: Final = (
-    "workspace_id, agent_id, crew_id, label, category, pattern, sha256, content, created_at, data_subject_id"
-)
+#: The quarantine table's columns: the fields of QuarantineRecord, in its order (the table names them alike).
+_QFIELDS: Final = tuple(field.name for field in attrs.fields(_QuarantineRecord))
+_QCOLS: Final = ", ".join(_QFIELDS)
 
 
 def _record(row: tuple[Any, ...]) -> _QuarantineRecord:
-    created = row[8]
+    """The record of a ``SELECT {_QCOLS}`` row, through memvault's one converter."""
+    fields = dict(zip(_QFIELDS, row, strict=True))
+    created = fields["created_at"]
     assert isinstance(created, _dt.datetime)
-    return _QuarantineRecord(
-        workspace_id=row[0],
-        agent_id=row[1],
-        crew_id=row[2],
-        label=row[3],
-        category=row[4],
-        pattern=row[5],
-        sha256=row[6],
-        content=row[7],
-        created_at=created.astimezone(_dt.timezone.utc),
-        data_subject_id=row[9],
-    )
+    fields["created_at"] = created.astimezone(_dt.timezone.utc)  # psycopg answers in the session's zone
+    try:
+        return wire.structure(fields, _QuarantineRecord, what="a row of table quarantine")
+    except InvalidRequest as exc:
+        raise UpstreamError(f"a row of table quarantine is not a quarantine record (edited by hand?): {exc}") from exc
 
 
 def _schema_ok(name: object) -> bool:
