@@ -13,6 +13,7 @@ import hashlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -180,7 +181,7 @@ def test_a_server_that_never_answers_is_upstream_timeout_naming_the_operation(
     assert isinstance(error.__cause__, TimeoutError)
 
 
-def test_a_server_that_answers_garbage_is_upstream_error(closed_port_url: str) -> None:
+def test_a_server_that_answers_garbage_is_upstream_error() -> None:
     """Not HTTP at all: http.client's BadStatusLine (an HTTPException, not an OSError) is translated too."""
     server = HangingUp(answer=b"SSH-2.0-OpenSSH_9.6\r\n")
     provider = HttpRemoteProvider(server.url, timeout=0.3)
@@ -222,7 +223,57 @@ def test_close_after_failed_calls_and_twice_raises_nothing(hanging_up: HangingUp
         ({"url": "http://127.0.0.1:8765", "token": "tok\r\nX-Evil: 1"}, "token"),
     ],
 )
-def test_settings_the_transport_cannot_send_are_invalid_request_up_front(kwargs: dict[str, str], field: str) -> None:
+def test_settings_the_transport_cannot_send_are_invalid_request_up_front(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidRequest) as info:
         HttpRemoteProvider(**kwargs)
     assert info.value.field == field
+
+
+class AnswersOnceThenCloses:
+    """127.0.0.1 listener: each connection gets one keep-alive 200 answer, then the server closes it."""
+
+    BODY = b'{"id": "AGENT.md", "bytes": 2, "warning": ""}'
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.requests = 0
+        self.answered = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    if conn.recv(65536):
+                        self.requests += 1
+                        conn.sendall(
+                            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: " + str(len(self.BODY)).encode() + b"\r\n\r\n" + self.BODY
+                        )
+                except OSError:
+                    pass
+            self.answered.set()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_an_append_is_not_sent_on_a_kept_alive_connection_the_server_has_closed() -> None:
+    """The pool drops an idle connection that became readable (EOF) instead of losing an append on it."""
+    server = AnswersOnceThenCloses()
+    provider = HttpRemoteProvider(server.url, timeout=2.0)
+    append = memvault.RetainRequest(workspace_id=WS, agent_id="a1", tier="AGENT", content="x\n", mode="append")
+    try:
+        assert provider.memvault_retain(append).bytes == 2
+        assert server.answered.wait(5)  # the server has closed the connection the pool keeps
+        assert provider.memvault_retain(append).bytes == 2  # not UpstreamError: a fresh connection was used
+    finally:
+        provider.close()
+        server.close()
+    assert server.requests == 2

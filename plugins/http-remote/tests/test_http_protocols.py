@@ -6,6 +6,8 @@ environment; these start uvicorn in process with each protocol class in turn.
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
 import threading
 from collections.abc import Iterator
@@ -22,10 +24,10 @@ from memvault_http_remote.settings import ServerSettings, TokenStore
 PROTOCOLS = ["h11", "httptools"]
 
 
-def _protocol(name: str) -> type:
+def _protocol(name: str) -> type[asyncio.Protocol]:
     if name == "h11":
         return server_module._TypedH11Protocol
-    cls = getattr(server_module, "_TypedHttpToolsProtocol", None)
+    cls: type[asyncio.Protocol] | None = getattr(server_module, "_TypedHttpToolsProtocol", None)
     if cls is None:
         pytest.skip("httptools is not installed (memvault-http-remote[fast])")
     return cls
@@ -61,9 +63,7 @@ def url(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def test_the_default_is_httptools_exactly_when_it_is_installed() -> None:
-    try:
-        import httptools  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("httptools") is None:
         assert server_module.http_protocol() is server_module._TypedH11Protocol
     else:
         assert server_module.http_protocol().__name__ == "_TypedHttpToolsProtocol"
