@@ -195,6 +195,20 @@ def test_a_server_that_answers_garbage_is_upstream_error() -> None:
     assert error.__cause__ is not None
 
 
+def test_a_host_name_that_cannot_be_encoded_is_upstream_error_not_unicode_error() -> None:
+    """A 64-character DNS label: the resolver's UnicodeError (a ValueError) is translated like a refusal."""
+    provider = HttpRemoteProvider("http://" + "a" * 64 + ".example:8765", timeout=0.3)
+    try:
+        error = _raised(CALLS[1][1], provider)
+        status = provider.memvault_health()
+    finally:
+        provider.close()
+    assert type(error) is UpstreamError
+    assert "(recall): cannot connect" in str(error)
+    assert isinstance(error.__cause__, UnicodeError)
+    assert status.ok is False
+
+
 def test_health_never_raises_on_transport_failures(closed_port_url: str, hanging_up: HangingUp, silent: Silent) -> None:
     for url in (closed_port_url, hanging_up.url, silent.url):
         provider = HttpRemoteProvider(url, timeout=0.3)

@@ -131,7 +131,7 @@ class _Pool:
                 if conn.sock is not None:
                     # Without TCP_NODELAY, Nagle's algorithm can hold a small request back.
                     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError as exc:
+            except (OSError, ValueError) as exc:  # ValueError: UnicodeError for a host IDNA cannot encode
                 conn.close()
                 raise _ConnectFailed(str(exc)) from exc
             return conn
@@ -250,8 +250,11 @@ class HttpRemoteProvider:
             conn.request(method, self._prefix + path, body=body, headers=self._headers)
             response = conn.getresponse()
             data = response.read()
-        except BaseException:
+        except BaseException as exc:
             self._pool.discard(conn)
+            if isinstance(exc, ValueError) and not isinstance(exc, OSError):
+                # http.client's parsing can let a ValueError through: it is a bad answer all the same.
+                raise http.client.HTTPException(f"{type(exc).__name__}: {exc}") from exc
             raise
         if response.will_close:
             self._pool.discard(conn)
