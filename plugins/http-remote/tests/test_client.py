@@ -104,7 +104,7 @@ def test_refused_connection_is_upstream_error_not_timeout() -> None:
     with vault, pytest.raises(memvault.UpstreamError) as info:
         vault.recall(RECALL)
     assert not isinstance(info.value, memvault.UpstreamTimeout)
-    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert isinstance(info.value.__cause__, ConnectionRefusedError)
 
 
 def test_health_of_a_refused_connection_is_not_ok_with_its_own_message() -> None:

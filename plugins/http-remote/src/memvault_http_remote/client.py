@@ -1,9 +1,12 @@
 """The ``http-remote`` provider: the memvault verbs over HTTP to a ``memvault serve``.
 
-One pooled :class:`httpx.Client` per provider instance (thread-safe). Failures
-map onto :mod:`memvault.errors`: a refused or dropped connection and any 5xx are
+One pool of keep-alive connections per provider instance (thread-safe), on the
+standard library's :mod:`http.client`. Failures map onto :mod:`memvault.errors`
+here, in every hook and in ``close`` (no transport exception leaves the
+provider): a refused or dropped connection and any 5xx are
 :class:`~memvault.errors.UpstreamError`, a timeout is
-:class:`~memvault.errors.UpstreamTimeout`, and a typed error body becomes the
+:class:`~memvault.errors.UpstreamTimeout`, each naming the operation with the
+transport's exception chained as ``__cause__``; a typed error body becomes the
 class the server's provider raised (``InvalidRequest``, ``CapExceeded`` with its
 numbers, ``ContentRejected``, ``NotSupported``, ``Unauthorized``).
 
@@ -23,13 +26,15 @@ Retries, all inside the one ``timeout`` budget, with exponential backoff:
 
 from __future__ import annotations
 
+import http.client
 import json
+import select
 import socket
+import ssl
+import threading
 import time
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
-
-import httpx
 
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
 from memvault.contract.models import (
@@ -59,12 +64,125 @@ HEALTH_BUDGET: Final = 0.8
 _BACKOFF_FIRST: Final = 0.05
 _BACKOFF_MAX: Final = 1.0
 _RETRY_STATUS: Final = frozenset({502, 503})
+#: Connections open at once per provider; a call past it waits (within its timeout) for one.
+_MAX_CONNECTIONS: Final = 64
+#: Idle connections kept for reuse.
+_MAX_IDLE: Final = 32
+#: An idle connection older than this is not reused (uvicorn closes idle ones after 5 s).
+_KEEPALIVE: Final = 4.0
 
 
 class _Retry(Exception):
     def __init__(self, error: MemvaultError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class _ConnectFailed(Exception):
+    """The TCP (or TLS) connection could not be opened: nothing was sent. ``__cause__`` says why."""
+
+
+class _Pool:
+    """Keep-alive connections to one service: thread-safe, the most recently used first.
+
+    The standard library's :mod:`http.client` rather than httpx: per call, httpx's
+    request and response models and its pure-Python HTTP parser cost about twice the
+    client CPU of ``http.client``, which also sends a request's head and body in one
+    segment. An idle connection the server has closed (readable: EOF) is dropped
+    before reuse, as httpx does, so a keep-alive timeout on the server does not
+    fail a call.
+    """
+
+    def __init__(self, scheme: str, host: str, port: int) -> None:
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.idle: list[tuple[http.client.HTTPConnection, float]] = []
+        self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
+        self.tls = ssl.create_default_context() if scheme == "https" else None
+
+    def acquire(self, timeout: float) -> http.client.HTTPConnection:
+        """A connection, reused when one is idle; the caller must :meth:`release` or :meth:`discard` it.
+
+        :raises TimeoutError: no connection slot became free within ``timeout``.
+        :raises _ConnectFailed: the connection could not be opened (nothing was sent).
+        """
+        if not self.slots.acquire(timeout=timeout):
+            raise TimeoutError(f"all {_MAX_CONNECTIONS} connections stayed busy")
+        try:
+            now = time.monotonic()
+            while True:
+                with self.lock:
+                    if not self.idle:
+                        break
+                    conn, since = self.idle.pop()
+                if now - since < _KEEPALIVE and conn.sock is not None and not _readable(conn.sock):
+                    conn.sock.settimeout(timeout)
+                    return conn
+                conn.close()
+            conn = (
+                http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.tls)
+                if self.tls is not None
+                else http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            )
+            try:
+                conn.connect()
+                if conn.sock is not None:
+                    # Without TCP_NODELAY, Nagle's algorithm can hold a small request back.
+                    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except (OSError, ValueError) as exc:  # ValueError: UnicodeError for a host IDNA cannot encode
+                conn.close()
+                raise _ConnectFailed(str(exc)) from exc
+            return conn
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def release(self, conn: http.client.HTTPConnection) -> None:
+        """Back to the pool after a complete exchange."""
+        with self.lock:
+            if len(self.idle) < _MAX_IDLE:
+                self.idle.append((conn, time.monotonic()))
+                conn = None  # type: ignore[assignment]
+        if conn is not None:
+            conn.close()
+        self.slots.release()
+
+    def discard(self, conn: http.client.HTTPConnection) -> None:
+        """Close a connection whose exchange failed (or that the server will close)."""
+        try:
+            conn.close()
+        finally:
+            self.slots.release()
+
+    def close(self) -> None:
+        """Close the idle connections; a busy one is closed when its call returns it.
+
+        :raises OSError: the first failure; every connection is closed regardless.
+        """
+        with self.lock:
+            idle, self.idle = self.idle, []
+        failure: OSError | None = None
+        for conn, _ in idle:
+            try:
+                conn.close()
+            except OSError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether an idle connection has something to read: the server closed it (or misbehaves)."""
+    try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 class HttpRemoteProvider:
@@ -84,8 +202,27 @@ class HttpRemoteProvider:
             )
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise InvalidRequest(f"timeout must be a positive number of seconds, got {timeout!r}", field="timeout")
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if port == -1 or not parts.hostname:
+            raise InvalidRequest(
+                f"url {url!r} has no valid host and port: set url to the service's address, e.g. http://127.0.0.1:8765",
+                field="url",
+            )
+        if any(c <= " " or c == "\x7f" for c in parts.path):
+            raise InvalidRequest(
+                f"url {url!r} has spaces or control characters in its path: percent-encode them", field="url"
+            )
+        if not isinstance(token, str) or not all(" " <= c <= "~" for c in token):
+            raise InvalidRequest(
+                "token must be printable ASCII (it travels in the Authorization header): check its value",
+                field="token",
+            )
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
+        self._prefix = parts.path.rstrip("/")
         self._headers = {
             "Accept": "application/json",
             "Content-Type": "application/json",
@@ -93,68 +230,65 @@ class HttpRemoteProvider:
         }
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        # The httpx transport directly, not an httpx.Client: the client's cookie jar,
-        # redirect and auth machinery and per-call URL merging cost more CPU than the
-        # rest of a loopback round trip, and the service uses none of them. The
-        # transport keeps httpx's connection pool (thread-safe) and exception types.
-        self._transport = httpx.HTTPTransport(
-            # Small request/response pairs: without TCP_NODELAY, Nagle's algorithm can hold
-            # the body back behind the headers until the peer ACKs them.
-            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32, keepalive_expiry=30.0),
-        )
-        self._urls: dict[str, httpx.URL] = {}
+        self._pool = _Pool(parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80))
 
     # -- transport ---------------------------------------------------------------
 
     def _where(self, verb: str) -> str:
         return f"memvault service at {self.url} ({verb})"
 
-    def _send(self, method: str, path: str, body: bytes | None, timeout: float) -> httpx.Response:
-        """One HTTP exchange, the whole response read; raises httpx's transport errors."""
-        url = self._urls.get(path)
-        if url is None:
-            url = self._urls[path] = httpx.URL(self.url + path)
-        request = httpx.Request(
-            method,
-            url,
-            content=body,
-            headers=self._headers,
-            extensions={"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}},
-        )
-        response = self._transport.handle_request(request)
+    def _send(self, method: str, path: str, body: bytes | None, timeout: float) -> tuple[int, bytes]:
+        """One HTTP exchange, the whole response read: its status and body.
+
+        :raises _ConnectFailed: the connection could not be opened (nothing was sent).
+        :raises TimeoutError: no answer (or no free connection) within ``timeout``.
+        :raises OSError: the connection failed mid-request.
+        :raises http.client.HTTPException: the answer is not HTTP, or stopped short.
+        """
+        conn = self._pool.acquire(timeout)
         try:
-            response.read()
-        finally:
-            response.close()
-        return response
+            conn.request(method, self._prefix + path, body=body, headers=self._headers)
+            response = conn.getresponse()
+            data = response.read()
+        except BaseException as exc:
+            self._pool.discard(conn)
+            if isinstance(exc, ValueError) and not isinstance(exc, OSError):
+                # http.client's parsing can let a ValueError through: it is a bad answer all the same.
+                raise http.client.HTTPException(f"{type(exc).__name__}: {exc}") from exc
+            raise
+        if response.will_close:
+            self._pool.discard(conn)
+        else:
+            self._pool.release(conn)
+        return response.status, data
 
     def _attempt(self, verb: str, path: str, body: bytes, remaining: float, idempotent: bool) -> Any:
         where = self._where(verb)
         try:
-            response = self._send("POST", path, body, remaining)
-        except httpx.ConnectTimeout as exc:
-            raise _Retry(UpstreamTimeout(f"{where}: connecting timed out")) from exc
-        except httpx.TimeoutException as exc:
+            status, data = self._send("POST", path, body, remaining)
+        except _ConnectFailed as exc:  # nothing was sent: always safe to retry
+            cause = exc.__cause__
+            if isinstance(cause, TimeoutError):
+                raise _Retry(UpstreamTimeout(f"{where}: connecting timed out")) from cause
+            raise _Retry(UpstreamError(f"{where}: cannot connect ({cause}); is `memvault serve` running?")) from cause
+        except TimeoutError as exc:
             raise UpstreamTimeout(f"{where} did not answer within {self.timeout:g} s") from exc
-        except httpx.ConnectError as exc:  # nothing was sent: always safe to retry
-            raise _Retry(UpstreamError(f"{where}: cannot connect ({exc}); is `memvault serve` running?")) from exc
-        except httpx.TransportError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             error = UpstreamError(f"{where}: the connection failed mid-request ({type(exc).__name__}: {exc})")
             if idempotent:
                 raise _Retry(error) from exc
             raise error from exc
-        if response.status_code == 200:
+        if status == 200:
             try:
-                return response.json()
+                return json.loads(data)
             except ValueError as exc:
                 raise UpstreamError(f"{where} answered 200 with a body that is not JSON") from exc
         try:
-            answer: object = response.json()
+            answer: object = json.loads(data)
         except ValueError:
             answer = None
-        decoded = decode_error(response.status_code, answer, where)
-        if response.status_code == 503 or (idempotent and response.status_code in _RETRY_STATUS):
+        decoded = decode_error(status, answer, where)
+        if status == 503 or (idempotent and status in _RETRY_STATUS):
             raise _Retry(decoded)
         raise decoded
 
@@ -176,6 +310,10 @@ class HttpRemoteProvider:
 
     def _call(self, verb: str, path: str, request: object, result_type: type[_R], *, idempotent: bool) -> _R:
         data = self._post(verb, path, unstructure(request), idempotent=idempotent)
+        return self._read(verb, data, result_type)
+
+    def _read(self, verb: str, data: object, result_type: type[_R]) -> _R:
+        """``data`` as ``result_type``; an answer that does not fit is the service's fault, not the caller's."""
         try:
             return structure(data, result_type, what=f"{verb} response")
         except InvalidRequest as exc:
@@ -208,19 +346,21 @@ class HttpRemoteProvider:
         budget = min(HEALTH_BUDGET, self.timeout)
         where = self._where("health")
         try:
-            response = self._send("GET", "/v1/health", None, budget)
-        except httpx.TimeoutException:
+            status, data = self._send("GET", "/v1/health", None, budget)
+        except _ConnectFailed as exc:
+            if isinstance(exc.__cause__, TimeoutError):
+                return HealthStatus(ok=False, message="health check timeout")
+            return HealthStatus(ok=False, message=f"{where}: connection refused or unreachable ({exc.__cause__})")
+        except TimeoutError:
             return HealthStatus(ok=False, message="health check timeout")
-        except httpx.ConnectError as exc:
-            return HealthStatus(ok=False, message=f"{where}: connection refused or unreachable ({exc})")
-        except httpx.TransportError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             return HealthStatus(ok=False, message=f"{where}: the connection failed ({type(exc).__name__})")
-        if response.status_code in (401, 403):
+        if status in (401, 403):
             return HealthStatus(ok=False, message=f"{where} rejected the token: check or renew it")
-        if response.status_code != 200:
-            return HealthStatus(ok=False, message=f"{where} answered HTTP {response.status_code}")
+        if status != 200:
+            return HealthStatus(ok=False, message=f"{where} answered HTTP {status}")
         try:
-            return structure(response.json(), HealthStatus, what="health response")
+            return structure(json.loads(data), HealthStatus, what="health response")
         except (ValueError, InvalidRequest):
             return HealthStatus(ok=False, message=f"{where} sent a health answer memvault cannot read")
 
@@ -237,7 +377,9 @@ class HttpRemoteProvider:
         records = data.get("records") if isinstance(data, dict) else None
         if records is None:
             return None
-        return [structure(item, QuarantineRecord, what="quarantine record") for item in records]
+        if not isinstance(records, list):
+            raise UpstreamError(f"{self._where('quarantine list')} sent records that are not a list")
+        return [self._read("quarantine list", item, QuarantineRecord) for item in records]
 
     @hookimpl
     def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> QuarantineRecord | None:
@@ -248,7 +390,7 @@ class HttpRemoteProvider:
             idempotent=True,
         )
         record = data.get("record") if isinstance(data, dict) else None
-        return None if record is None else structure(record, QuarantineRecord, what="quarantine record")
+        return None if record is None else self._read("quarantine get", record, QuarantineRecord)
 
     # -- extras --------------------------------------------------------------------
 
@@ -256,23 +398,34 @@ class HttpRemoteProvider:
         """The server's provider name and the capabilities it declares (``GET /v1/capabilities``)."""
         where = self._where("capabilities")
         try:
-            response = self._send("GET", "/v1/capabilities", None, self.timeout)
-        except httpx.TimeoutException as exc:
+            status, raw = self._send("GET", "/v1/capabilities", None, self.timeout)
+        except _ConnectFailed as exc:
+            cause = exc.__cause__
+            if isinstance(cause, TimeoutError):
+                raise UpstreamTimeout(f"{where}: connecting timed out") from cause
+            raise UpstreamError(f"{where}: cannot connect ({cause}); is `memvault serve` running?") from cause
+        except TimeoutError as exc:
             raise UpstreamTimeout(f"{where} did not answer within {self.timeout:g} s") from exc
-        except httpx.TransportError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             raise UpstreamError(f"{where}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
+        if status != 200:
             try:
-                body: object = response.json()
+                body: object = json.loads(raw)
             except ValueError:
                 body = None
-            raise decode_error(response.status_code, body, where)
+            raise decode_error(status, body, where)
         try:
-            data = response.json()
+            data = json.loads(raw)
             return str(data["provider"]), frozenset(str(c) for c in data["capabilities"])
         except (ValueError, KeyError, TypeError) as exc:
             raise UpstreamError(f"{where} sent an answer memvault cannot read") from exc
 
     def close(self) -> None:
-        """Close the pooled connections."""
-        self._transport.close()
+        """Close the pooled connections.
+
+        :raises UpstreamError: closing a connection failed (the others are closed regardless).
+        """
+        try:
+            self._pool.close()
+        except OSError as exc:
+            raise UpstreamError(f"{self._where('close')}: closing its connections failed ({exc})") from exc

@@ -6,6 +6,7 @@ SIGTERM and SIGINT stop accepting connections, let in-flight requests finish
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import json
@@ -22,13 +23,18 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+try:  # the optional `memvault-http-remote[fast]` extra: uvicorn's C parser (and uvloop, which uvicorn picks itself)
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # pragma: no cover - depends on the environment
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
 from memvault.contract.errors import InvalidRequest
 from memvault.vault import Vault
 from memvault_http_remote.app import create_app
 from memvault_http_remote.errorwire import encode_error
 from memvault_http_remote.settings import ServerSettings, TokenStore
 
-__all__ = ["bound_urls", "is_loopback", "run_server"]
+__all__ = ["bound_urls", "http_protocol", "is_loopback", "run_server"]
 
 log = logging.getLogger("memvault.serve")
 _LOG_FORMAT: Final = "%(asctime)s memvault.serve %(levelname)s %(message)s"
@@ -82,6 +88,35 @@ class _TypedH11Protocol(H11Protocol):
         ):
             self.transport.write(self.conn.send(event) or b"")
         self.transport.close()
+
+
+_PROTOCOL: type[asyncio.Protocol] = _TypedH11Protocol
+
+if HttpToolsProtocol is not None:
+
+    class _TypedHttpToolsProtocol(HttpToolsProtocol):
+        """uvicorn's httptools protocol, answering malformed HTTP with the same typed JSON error body."""
+
+        def send_400_response(self, msg: str) -> None:
+            self.transport.write(
+                b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                b"content-length: "
+                + str(len(_MALFORMED)).encode("ascii")
+                + b"\r\nconnection: close\r\n\r\n"
+                + _MALFORMED
+            )
+            self.transport.close()
+
+    _PROTOCOL = _TypedHttpToolsProtocol
+
+
+def http_protocol() -> type[asyncio.Protocol]:
+    """The HTTP/1.1 protocol the service runs: httptools' C parser when installed, else h11.
+
+    Both answer malformed HTTP with the service's typed 400 body. httptools (the
+    ``[fast]`` extra) cuts the server's CPU per request; see docs/performance.md.
+    """
+    return _PROTOCOL
 
 
 class _Server(uvicorn.Server):
@@ -139,9 +174,9 @@ def run_server(vault: Vault, settings: ServerSettings, tokens: TokenStore) -> No
         lifespan="off",
         timeout_graceful_shutdown=int(max(1, settings.shutdown_grace)),
         limit_concurrency=None,
-        # h11 always (never httptools, even when installed): malformed HTTP then gets the typed
-        # error body, and the same parser answers in every deployment.
-        http=_TypedH11Protocol,
+        # Our subclass of uvicorn's httptools or h11 protocol (never uvicorn's own): malformed
+        # HTTP gets the typed error body whichever parser runs.
+        http=http_protocol(),
     )
     server = _Server(config)
     auth = f"{len(tokens.entries)} token(s)" if tokens else "NO AUTH"
