@@ -153,7 +153,7 @@ def source_hash() -> str:
     h.update(
         f"{schema.SCHEMA_VERSION}/{schema.LINE_BITS}/{schema.FTS_SHARDS}/{schema._FTS_DDL}/{schema._V2}/{LINES_PER_PARTITION}/{DAYS}".encode()
     )
-    h.update(repr(search.index_line(1, sample)).encode())
+    h.update(repr(memvault.search.stored_line(1, sample)).encode())
     return h.hexdigest()[:12]
 
 
@@ -196,7 +196,7 @@ def raw_match_times(path: Path, queries: list[tuple[int, str]]) -> dict[str, lis
     ranged: list[float] = []
     unranged: list[float] = []
     for p, q in queries:
-        terms = search.query_terms(memvault.search.Query.parse(q))
+        terms = memvault.search.index_terms(memvault.search.Query.parse(q))
         if not terms:
             continue
         pid = pids[f"agent-{p}"]
@@ -236,7 +236,7 @@ def engine_floor_db(lines: list[tuple[int, str]]) -> sqlite3.Connection:
 
 
 def engine_floor_once(conn: sqlite3.Connection, q: str) -> float:
-    terms = search.query_terms(memvault.search.Query.parse(q))
+    terms = memvault.search.index_terms(memvault.search.Query.parse(q))
     start = time.perf_counter()
     if terms:
         sql = "SELECT rowid, terms FROM f WHERE f MATCH ? ORDER BY rank LIMIT 20"
@@ -377,7 +377,7 @@ def common_terms(tmp: Path, n_lines: int = 10_000, rounds: int = 25) -> list[dic
                 vault.recall(request)
                 ours.append(time.perf_counter() - start)
                 floor.append(engine_floor_once(engine, q))
-            terms = search.query_terms(memvault.search.Query.parse(q))
+            terms = memvault.search.index_terms(memvault.search.Query.parse(q))
             lines_matching = engine.execute(
                 "SELECT count(*) FROM f WHERE f MATCH ?", (search.fts_query(terms),)
             ).fetchone()[0]

@@ -24,9 +24,13 @@ May import: :mod:`memvault.contract`.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import heapq
 import math
+import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
 from attrs import evolve, field, frozen
@@ -35,6 +39,12 @@ from memvault.contract.models import MAX_SNIPPET_CHARS, RecallSnippet
 from memvault.contract.terms import STOP_WORDS, query_terms, stem, tokenize
 
 __all__ = [
+    "Candidate",
+    "StoredLine",
+    "index_term",
+    "index_terms",
+    "rank_candidates",
+    "stored_line",
     "BM25_B",
     "BM25_K1",
     "DOCUMENT_WEIGHT",
@@ -265,4 +275,191 @@ def search(query: Query, documents: Iterable[SearchableDocument], limit: int) ->
     return [
         RecallSnippet(source=source, line=number, snippet=snippet_around(line.text, query), score=round(score, 6))
         for score, source, number, line in scored[:limit]
+    ]
+
+
+# -- ranking for database providers -----------------------------------------------
+#
+# A database provider stores each non-blank line with its index terms
+# (:func:`stored_line`), lets its own index find candidate lines (every line of
+# the searched partitions sharing an index term with the query), and ranks them
+# with :func:`rank_candidates` over the statistics of the searched partitions
+# alone. sqlite and postgres both rank this way, so they order the same lines
+# the same way.
+
+_PLAIN_TERM: Final = re.compile(r"[a-z0-9]+").fullmatch
+
+
+def index_term(term: str, max_chars: int | None = None) -> str:
+    """``term`` as one index word: ``[a-z0-9]+`` as is, anything else hex-encoded after ``_``.
+
+    Plain ASCII words never contain ``_`` here, so the two forms cannot collide.
+    With ``max_chars``, a term whose word would be that long or longer becomes
+    ``_h`` and its sha256 (a PostgreSQL lexeme holds at most 2047 bytes).
+    """
+    if _PLAIN_TERM(term) and (max_chars is None or len(term) <= max_chars):
+        return term
+    encoded = term.encode("utf-8").hex()
+    if max_chars is None or len(encoded) < max_chars:
+        return "_" + encoded
+    return "_h" + hashlib.sha256(term.encode("utf-8")).hexdigest()
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a vocabulary repeats: most tokens of a retain are cache hits
+def _token_term(token: str, max_chars: int | None) -> str:
+    return index_term(stem(token), max_chars)
+
+
+@frozen(kw_only=True)
+class StoredLine:
+    """One non-blank line as a database provider stores it: text, index words, length in terms."""
+
+    number: int
+    text: str
+    terms: str
+    length: int
+
+
+def stored_line(number: int, line: str, max_chars: int | None = None) -> StoredLine | None:
+    """The stored form of line ``number``, or ``None`` for a line without a word."""
+    tokens = tokenize(line)
+    if not tokens:
+        return None
+    length = sum(1 for t in tokens if t not in STOP_WORDS) or 1
+    terms = " ".join(_token_term(t, max_chars) for t in tokens)
+    return StoredLine(number=number, text=line, terms=terms, length=length)
+
+
+def index_terms(query: Query, max_chars: int | None = None) -> tuple[str, ...]:
+    """The index words a query searches for (its stemmed non-stop words)."""
+    return tuple(dict.fromkeys(index_term(t, max_chars) for t in query.terms))
+
+
+#: One candidate line: ``(line id, document id, document label, line number, index words, length in terms)``.
+Candidate = tuple[int, int, str, int, str, int]
+
+
+def rank_candidates(
+    query: Query,
+    candidates: Iterable[Candidate],
+    *,
+    line_count: int,
+    term_count: int,
+    limit: int,
+    texts: Callable[[Sequence[int]], Mapping[int, tuple[str, str]]],
+    df: Sequence[int] | None = None,
+    max_chars: int | None = None,
+) -> list[RecallSnippet]:
+    """Score ``candidates`` (lines of the searched partitions sharing a query term), best first.
+
+    Candidates carry no text: ``texts(line ids)`` returns each line's text and its
+    document's digest, and is asked only for the lines that need it (those that
+    may hold the query's phrase, best first, until ``limit`` are confirmed, and
+    the lines returned).
+
+    :param line_count: indexed lines in the searched partitions and tiers.
+    :param term_count: their total length in terms (for BM25's length norm).
+    :param df: how many lines of the searched partitions hold each term, when
+        ``candidates`` is a narrowed subset of them (default: counted in ``candidates``).
+    :param max_chars: the provider's :func:`index_term` bound.
+    """
+    wanted = index_terms(query, max_chars)
+    if not wanted:
+        return []
+    padded_terms = tuple(f" {t} " for t in wanted)
+    # Adjacent repeats ("very very") share a space, so str.count misses one: those are split and counted.
+    doubled = tuple(f" {t} {t} " for t in wanted)
+    indices = range(len(wanted))
+    rows: list[tuple[Candidate, list[int], int]] = []
+    masks: Counter[int] = Counter()
+    for row in candidates:
+        padded = f" {row[4]} "
+        counts = [padded.count(t) for t in padded_terms]
+        mask = 0
+        for i in indices:
+            if counts[i]:
+                mask |= 1 << i
+                if doubled[i] in padded:
+                    counts[i] = padded.split().count(wanted[i])
+        if not mask:  # the index said it matched; trust only our own terms (P17)
+            continue
+        masks[mask] += 1
+        rows.append((row, counts, mask))
+    if not rows:
+        return []
+    if df is None:
+        df = [sum(n for mask, n in masks.items() if mask >> i & 1) for i in indices]
+    n_lines = max(line_count, len(rows))
+    avg_len = max(term_count, 1) / max(n_lines, 1)
+    idf = [math.log(1.0 + (n_lines - d + 0.5) / (d + 0.5)) for d in df]
+    best_possible = sum(idf) * (BM25_K1 + 1.0) or 1.0
+    total_idf = sum(idf) or 1.0
+    norm_a = BM25_K1 * (1.0 - BM25_B)
+    norm_b = BM25_K1 * BM25_B / avg_len
+    # Normalised up front: relative = sum(weight * tf / (tf + norm)), capped at 1.
+    weight = [w * (BM25_K1 + 1.0) / best_possible for w in idf]
+
+    relative: dict[tuple[int, int], float] = {}
+    covered: dict[int, int] = {}
+    for row, counts, mask in rows:
+        norm = norm_a + norm_b * row[5]
+        score = 0.0
+        for i in indices:
+            tf = counts[i]
+            if tf:
+                score += weight[i] * tf / (tf + norm)
+        relative[(row[1], row[3])] = score if score < 1.0 else 1.0
+        covered[row[1]] = covered.get(row[1], 0) | mask
+    doc_cover = {doc: sum(idf[i] for i in indices if mask >> i & 1) / total_idf for doc, mask in covered.items()}
+
+    own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
+    get = relative.get
+    everything = (1 << len(wanted)) - 1
+    # (-blended, label, line, line id): best first in natural order; phrase candidates kept apart.
+    maybe_phrase: list[tuple[float, str, int, int]] = []
+    terms_only: list[tuple[float, str, int, int]] = []
+    for row, _counts, mask in rows:
+        doc, number = row[1], row[3]
+        neighbour = max(
+            get((doc, number - 1), 0.0),
+            get((doc, number + 1), 0.0),
+            SECOND_NEIGHBOUR * get((doc, number - 2), 0.0),
+            SECOND_NEIGHBOUR * get((doc, number + 2), 0.0),
+        )
+        blended = own_weight * relative[(doc, number)] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[doc]
+        # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
+        blended = min(max(blended, 1e-5), 1.0)
+        (maybe_phrase if mask == everything else terms_only).append((-blended, row[2], number, row[0]))
+
+    # Only a line holding every query term can hold the phrase: read and tokenise those,
+    # best first, until `limit` of them hold it (or none are left).
+    maybe_phrase.sort()
+    phrase_hits: list[tuple[float, str, int, int]] = []
+    line_text: dict[int, tuple[str, str]] = {}
+    for start in range(0, len(maybe_phrase), max(limit, 1)):
+        if len(phrase_hits) >= limit:
+            break
+        batch = maybe_phrase[start : start + max(limit, 1)]
+        line_text.update(texts([item[3] for item in batch]))
+        for negated, label, number, lid in batch:
+            if contains_phrase(tokenize(line_text[lid][0]), query.phrase):
+                phrase_hits.append((PHRASE_FLOOR - (1.0 - PHRASE_FLOOR) * negated, label, number, lid))
+            else:
+                terms_only.append((negated, label, number, lid))
+    # Lines never read come after `limit` confirmed phrase lines with higher scores: none can make the cut.
+    best_terms = heapq.nsmallest(limit, terms_only)
+    missing = [item[3] for item in best_terms if item[3] not in line_text]
+    if missing:
+        line_text.update(texts(missing))
+    scored = phrase_hits + [(-TERM_CEILING * neg, label, number, lid) for neg, label, number, lid in best_terms]
+    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
+    return [
+        RecallSnippet(
+            source=source,
+            line=number,
+            snippet=snippet_around(line_text[lid][0], query),
+            score=round(score, 6),
+            digest=line_text[lid][1],
+        )
+        for score, source, number, lid in scored[:limit]
     ]

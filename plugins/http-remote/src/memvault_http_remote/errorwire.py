@@ -19,7 +19,7 @@ import types
 import typing
 from typing import Any, Final
 
-from memvault import errors as _errors
+from memvault.contract import errors as _errors
 from memvault.contract.errors import (
     CapExceeded,
     ContentRejected,

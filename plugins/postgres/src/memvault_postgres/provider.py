@@ -17,7 +17,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
@@ -50,9 +50,9 @@ from memvault.contract.models import (
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
 from memvault.hooks.markers import hookimpl
-from memvault.search import with_digests
+from memvault.search import index_terms, rank_candidates, stored_line
 from memvault_postgres import schema
-from memvault_postgres.search import Candidate, index_line, lexemes, query_terms, rank, ts_query
+from memvault_postgres.search import MAX_TERM, lexemes, ts_query
 
 log = logging.getLogger(__name__)
 
@@ -390,7 +390,7 @@ class PostgresProvider:
     @_translated("recall")
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
-        terms = query_terms(query)
+        terms = index_terms(query, MAX_TERM)
         if not terms:
             return RecallResult(hits=[])
 
@@ -418,15 +418,23 @@ class PostgresProvider:
                 {"pids": pids, "tiers": tier_values, "query": " | ".join(ts_query(pid, terms) for pid in pids)},
             ).fetchall()
             line_count, term_count = int(rows[0][0]), int(rows[0][1])
-            candidates = [
-                Candidate(document=r[2], source=r[3], number=r[4], text=r[5], terms=r[6], length=r[7])
-                for r in rows
-                if r[2] is not None
-            ]
-            digests = {str(r[3]): str(r[8]) for r in rows if r[2] is not None}
-            hits = rank(query, candidates, line_count=line_count, term_count=term_count, limit=request.limit)
-            # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
-            return RecallResult(hits=with_digests(hits, digests))
+            found = [r for r in rows if r[2] is not None]
+            candidates = [(i, r[2], r[3], r[4], r[6], r[7]) for i, r in enumerate(found)]
+
+            def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+                # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
+                return {i: (str(found[i][5]), str(found[i][8])) for i in ids}
+
+            hits = rank_candidates(
+                query,
+                candidates,
+                line_count=line_count,
+                term_count=term_count,
+                limit=request.limit,
+                texts=texts,
+                max_chars=MAX_TERM,
+            )
+            return RecallResult(hits=hits)
 
         return self._run(search)
 
@@ -713,7 +721,7 @@ def _reindex(conn: _Conn, pid: int, doc_id: int, tier: str, old_body: str, new_b
         ).fetchall()
         lines_delta -= len(removed)
         terms_delta -= sum(int(r[0]) for r in removed)
-    indexed = [il for n in fresh if (il := index_line(n, new_lines[n - 1])) is not None]
+    indexed = [il for n in fresh if (il := stored_line(n, new_lines[n - 1], MAX_TERM)) is not None]
     if indexed:
         with conn.cursor() as cur:
             cur.executemany(

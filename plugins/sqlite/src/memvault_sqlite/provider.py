@@ -35,8 +35,9 @@ from memvault.contract.models import (
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
 from memvault.hooks.markers import hookimpl
+from memvault.search import Candidate, index_terms, rank_candidates
 from memvault_sqlite import schema
-from memvault_sqlite.search import CANDIDATE_BUDGET, Row, fts_query, narrowed_queries, query_terms, rank
+from memvault_sqlite.search import CANDIDATE_BUDGET, fts_query, narrowed_queries
 
 __all__ = ["SqliteProvider"]
 
@@ -337,14 +338,14 @@ class SqliteProvider:
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
-        terms = query_terms(query)
+        terms = index_terms(query)
         if not terms:
             return RecallResult(hits=[])
         match = fts_query(terms)
 
         def search() -> RecallResult:
             conn = self._conn()
-            rows: list[Row] = []
+            rows: list[Candidate] = []
             line_count = term_count = 0
             searched: list[tuple[int, tuple[str, ...]]] = []
             # One read transaction: the statistics, the candidates, the texts and the digests see one snapshot.
@@ -402,7 +403,7 @@ class SqliteProvider:
                         )
                     return found
 
-                hits = rank(
+                hits = rank_candidates(
                     query, rows, line_count=line_count, term_count=term_count, limit=request.limit, texts=texts, df=df
                 )
             finally:
@@ -719,7 +720,7 @@ def _count(conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: st
 
 def _candidates(
     conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str, limit: int | None, *, probe: int = -1
-) -> list[Row]:
+) -> list[Candidate]:
     """Narrow rows (no text, no digest) of partition ``pid``'s lines in ``tiers`` that ``match`` finds.
 
     :param limit: ``None`` for every line; otherwise at most that many, the shortest first.

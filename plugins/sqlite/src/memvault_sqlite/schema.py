@@ -33,7 +33,7 @@ from typing import Final
 from memvault import body_sha256
 from memvault.contract.errors import UpstreamError
 from memvault.contract.models import Tier, label_for
-from memvault_sqlite.search import index_line
+from memvault.search import stored_line
 
 __all__ = [
     "FTS_SHARDS",
@@ -179,7 +179,7 @@ def reindex_document(
         lines_delta -= removed
         terms_delta -= removed_terms
     if fresh:
-        indexed = [il for n in fresh if (il := index_line(n, new_line(n))) is not None]
+        indexed = [il for n in fresh if (il := stored_line(n, new_line(n))) is not None]
         if indexed:
             row = conn.execute(
                 "UPDATE partitions SET next_line = next_line + ? WHERE id = ? RETURNING next_line - ?",
