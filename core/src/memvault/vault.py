@@ -21,11 +21,10 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import pluggy
 
-from memvault.config import Config, load_config
 from memvault.contract.errors import (
     InvalidRequest,
     MemvaultError,
@@ -53,6 +52,9 @@ from memvault.contract.models import (
 from memvault.hooks import lifecycle as lifecycle_specs
 from memvault.hooks import provider as provider_specs
 from memvault.registry import coerce_settings, get_registry, make_manager, missing_settings
+
+if TYPE_CHECKING:
+    from memvault.config import Config
 
 __all__ = ["AsyncVault", "Vault", "open", "open_async", "open_configured", "open_from_config"]
 
@@ -439,6 +441,9 @@ def open_from_config(config: str | os.PathLike[str] | None = None, **overrides: 
         ``path="fresh.db"`` for sqlite. ``config`` is reserved for the file
         (no provider may take a setting of that name).
     """
+    # Loaded here, not at import: the config reader pulls in cattrs, which `import memvault` need not pay for.
+    from memvault.config import load_config  # same layer (the facade)
+
     return open_configured(load_config(config), **overrides)
 
 
