@@ -1,0 +1,352 @@
+"""The sqlite provider's seam to SQLite: connections, busy retries, error translation, health.
+
+:class:`Database` owns everything that talks to the file as a file: where it
+is (checked with ``stat`` only), the per-thread connections and their pragmas,
+the one writer path of this process (:meth:`Database.write`), retries while
+another process holds the write lock, the health probe, and the translation
+of every ``sqlite3`` and ``OSError`` exception into :mod:`memvault.errors`
+types (:meth:`Database.translating`, and :func:`translated` for the
+provider's hook methods): the core never sees a raw ``sqlite3.Error``
+(contract P28).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, Final, Protocol, TypeVar, cast
+
+from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
+from memvault.models import HealthStatus
+from memvault_sqlite import schema
+
+__all__ = ["MEMORY", "Database", "is_busy", "newer_message", "translated"]
+
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
+SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
+MEMORY: Final = ":memory:"
+#: How long health's fresh connection waits for a lock (its answer is due within 200 ms, P26).
+_HEALTH_BUSY_MS: Final = 100
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+def _is_not_a_database(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc).lower()
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc).lower()
+
+
+def newer_message(path: str, version: int) -> str:
+    return (
+        f"sqlite database {path} has schema version {version}, newer than the {schema.SCHEMA_VERSION} this "
+        "memvault-sqlite understands (a newer release wrote it): upgrade memvault-sqlite, or open another file"
+    )
+
+
+class _HasDatabase(Protocol):
+    db: Database
+
+
+def translated(verb: str) -> Callable[[_F], _F]:
+    """Decorate a method of an object with a ``db`` (:class:`Database`): no raw storage error escapes it.
+
+    ``sqlite3.Error`` and ``OSError`` become :class:`~memvault.errors.UpstreamError`
+    naming ``verb`` and the cause, chained; memvault errors pass through unchanged.
+    The signature is kept (pluggy reads the hook's argument names through it).
+    """
+
+    def decorate(method: _F) -> _F:
+        @functools.wraps(method)
+        def wrapper(self: _HasDatabase, *args: Any, **kwargs: Any) -> Any:
+            with self.db.translating(verb):
+                return method(self, *args, **kwargs)
+
+        return cast(_F, wrapper)
+
+    return decorate
+
+
+class Database:
+    """One SQLite database file (or private in-memory database) and this process's connections to it.
+
+    :param path: the file, or ``:memory:``.
+    :param timeout: seconds a write waits for another process's write lock.
+    :param synchronous: SQLite's ``synchronous`` level for every connection.
+    """
+
+    def __init__(self, path: str, *, timeout: float, synchronous: str) -> None:
+        if synchronous.lower() not in SYNCHRONOUS:
+            raise InvalidRequest(
+                f"synchronous {synchronous!r} is not a SQLite synchronous level: use one of {', '.join(SYNCHRONOUS)}",
+                field="synchronous",
+            )
+        if timeout <= 0:
+            raise InvalidRequest("timeout must be a positive number of seconds", field="timeout")
+        self.timeout = float(timeout)
+        self.synchronous = synchronous.lower()
+        self.memory = path == MEMORY
+        if self.memory:
+            # One private database shared by this instance's connections.
+            self.path = MEMORY
+            self._uri = f"file:memvault-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        else:
+            resolved = Path(path).expanduser().absolute()
+            _check_location(resolved)
+            self.path = str(resolved)
+            self._uri = resolved.as_uri()
+        self._local = threading.local()
+        # (owning thread, connection): a dead thread's connection is closed when
+        # the next one opens, so short-lived threads do not leak file handles.
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._conn_lock = threading.Lock()
+        # In-memory databases share one cache, where SQLite's table locks do not
+        # honour busy_timeout: serialise instead.
+        self._memory_lock = threading.RLock() if self.memory else None
+        self.closed = False
+        #: (st_dev, st_ino) of the file once opened: health notices a file replaced under the vault.
+        self.identity: tuple[int, int] | None = None
+
+    # -- connections ---------------------------------------------------------
+
+    def connect(self, busy_ms: int | None = None) -> sqlite3.Connection:
+        """A new connection with the provider's pragmas (the caller closes it).
+
+        :raises sqlite3.Error: when the file fails its first read; call inside :meth:`translating`.
+        """
+        try:
+            conn = sqlite3.connect(
+                self._uri, uri=True, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise UpstreamError(
+                f"cannot open the sqlite database {self.path}: {exc}; check that its directory is writable "
+                "(SQLite creates the file and its -wal and -shm files there) and the file is not locked exclusively"
+            ) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms if busy_ms is not None else int(self.timeout * 1000)}")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error:
+            # The file is read here for the first time: the caller's translating() names its verb.
+            conn.close()
+            raise
+        return conn
+
+    def conn(self) -> sqlite3.Connection:
+        """The calling thread's connection, opened on first use."""
+        if self.closed:
+            raise UpstreamError(f"the sqlite provider for {self.path} is closed: open a new vault")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.connect()
+            self._local.conn = conn
+            with self._conn_lock:
+                dead = [c for t, c in self._connections if not t.is_alive()]
+                self._connections = [(t, c) for t, c in self._connections if t.is_alive()]
+                self._connections.append((threading.current_thread(), conn))
+            for old in dead:
+                with suppress(sqlite3.Error):
+                    old.close()
+        return conn
+
+    def remember_identity(self) -> None:
+        """Note which file the path names now (``stat``, never ``open``)."""
+        if not self.memory:
+            st = os.stat(self.path)
+            self.identity = (st.st_dev, st.st_ino)
+
+    def close(self) -> None:
+        """Close every connection opened through :meth:`conn`. Idempotent."""
+        self.closed = True
+        with self._conn_lock:
+            conns, self._connections = self._connections, []
+        for _thread, conn in conns:
+            with suppress(sqlite3.Error):
+                conn.close()
+
+    # -- transactions, retries, errors ----------------------------------------
+
+    @contextmanager
+    def write(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction on ``conn``, rolled back on any failure."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            # Also after a failed COMMIT: never leave the thread's connection mid-transaction.
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+
+    def retry(self, action: Callable[[], _T], verb: str) -> _T:
+        """Run ``action``; retry "database is locked" up to ``timeout`` seconds, then UpstreamError."""
+        with self.translating(verb):
+            deadline = time.monotonic() + self.timeout
+            delay = 0.005
+            while True:
+                try:
+                    if self._memory_lock is not None:
+                        with self._memory_lock:
+                            return action()
+                    return action()
+                except sqlite3.Error as exc:
+                    if is_busy(exc) and time.monotonic() < deadline:
+                        time.sleep(delay * (0.5 + random.random()))
+                        delay = min(delay * 2, 0.2)
+                        continue
+                    raise
+
+    @contextmanager
+    def translating(self, verb: str) -> Iterator[None]:
+        """Turn a ``sqlite3.Error`` or ``OSError`` raised inside into a memvault error (cause chained)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self.error(verb, exc) from exc
+        except OSError as exc:
+            raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
+
+    def error(self, verb: str, exc: sqlite3.Error) -> MemvaultError:
+        """SQLite's verdict as a typed error that names the operation and says what to do.
+
+        At ``open`` a file that is not a database is the caller's path (``InvalidRequest``);
+        afterwards it is the storage changing under the vault (``UpstreamError``).
+        """
+        path = self.path
+        if is_busy(exc):
+            return UpstreamError(
+                f"sqlite database {path} stayed locked by another writer for more than {self.timeout:g} s "
+                f"during {verb}: retry later, or raise the provider's timeout setting"
+            )
+        if _is_not_a_database(exc):
+            if verb == "open":
+                return InvalidRequest(
+                    f"{path} is not a SQLite database (SQLite says: {exc}): point path at a memvault database "
+                    "or a new file",
+                    field="path",
+                )
+            return UpstreamError(
+                f"sqlite database {path} is not a SQLite database any more (SQLite says: {exc}) during {verb}: "
+                "restore the file from a backup, or close the vault and reopen it on a memvault database"
+            )
+        if _is_corrupt(exc):
+            return UpstreamError(
+                f"the sqlite database {path} is corrupt (SQLite says: {exc}) during {verb}: restore it from a "
+                "backup, or recover it with the sqlite3 shell's .recover command"
+            )
+        return UpstreamError(f"sqlite database {path} failed during {verb}: {type(exc).__name__}: {exc}")
+
+    # -- health (P25-P27) -------------------------------------------------------
+
+    def health(self) -> HealthStatus:
+        """Check the file with ``stat``, then a fresh connection: a query and a rolled-back write probe."""
+        if self.memory:
+            try:
+                self.retry(lambda: self.conn().execute("SELECT count(*) FROM documents").fetchone(), "health")
+            except MemvaultError as exc:
+                return HealthStatus(ok=False, message=str(exc))
+            return HealthStatus(ok=True)
+        path = Path(self.path)
+        if not path.parent.is_dir():
+            return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is missing")
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is not writable")
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return HealthStatus(ok=False, message=f"the sqlite database file {path} is missing (deleted after open?)")
+        except OSError as exc:
+            return HealthStatus(ok=False, message=f"the sqlite database {path} cannot be inspected: {exc}")
+        if self.identity is not None and (st.st_dev, st.st_ino) != self.identity:
+            return HealthStatus(
+                ok=False,
+                message=f"the sqlite database file {path} was replaced by another file since the vault opened it "
+                "(it may not be a SQLite database): restore the file, or close and reopen the vault",
+            )
+        try:
+            conn = self.connect(busy_ms=_HEALTH_BUSY_MS)
+        except MemvaultError as exc:
+            return HealthStatus(ok=False, message=f"the sqlite database cannot be opened: {exc}")
+        except sqlite3.Error as exc:
+            return HealthStatus(ok=False, message=_probe_failure(path, exc))
+        try:
+            return self._probe(conn, path)
+        except sqlite3.Error as exc:
+            return HealthStatus(ok=False, message=_probe_failure(path, exc))
+        finally:
+            conn.close()
+
+    def _probe(self, conn: sqlite3.Connection, path: Path) -> HealthStatus:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > schema.SCHEMA_VERSION:
+            return HealthStatus(ok=False, message=newer_message(str(path), version))
+        conn.execute("SELECT count(*) FROM partitions").fetchone()
+        pending = int(conn.execute("SELECT count(*) FROM pending_erasures").fetchone()[0])
+        # Other connections' commits change data_version: a write lock that stays busy while
+        # they commit is a busy database, not a stuck one (P25: busy is healthy).
+        version_before = conn.execute("PRAGMA data_version").fetchone()[0]
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if is_busy(exc) and conn.execute("PRAGMA data_version").fetchone()[0] != version_before:
+                return HealthStatus(ok=True, pending_erasures=pending)
+            raise
+        try:
+            conn.execute("INSERT INTO probe DEFAULT VALUES")
+        finally:
+            conn.execute("ROLLBACK")
+        return HealthStatus(ok=True, pending_erasures=pending)
+
+
+def _probe_failure(path: Path, exc: sqlite3.Error) -> str:
+    if is_busy(exc):
+        return f"the sqlite database {path} is locked by a long write"
+    if "readonly" in str(exc).lower():
+        return f"the sqlite database {path} is read-only: {exc}"
+    if _is_not_a_database(exc):
+        return f"{path} is not a SQLite database any more (SQLite says: {exc})"
+    if _is_corrupt(exc):
+        return f"the sqlite database {path} is corrupt (SQLite says: {exc})"
+    return f"the sqlite database {path} failed a probe query: {exc}"
+
+
+def _check_location(path: Path) -> None:
+    """Refuse, before SQLite sees it, a path whose directory is missing or unwritable (``stat`` only)."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise InvalidRequest(
+            f"the directory of the sqlite database {path} does not exist: create {parent} or set path to a "
+            "file in an existing directory",
+            field="path",
+        )
+    if path.is_dir():
+        raise InvalidRequest(f"sqlite path {path} is a directory: set path to a file name", field="path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UpstreamError(
+            f"the directory {parent} of the sqlite database is not writable (SQLite needs to create its "
+            "-wal and -shm files there): fix its permissions or choose another directory"
+        )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise UpstreamError(f"sqlite database {path} is not readable and writable: fix its permissions")
+    # Never open the file (or its -wal/-shm) here to sniff its header: on POSIX, closing any
+    # descriptor of a file drops every fcntl lock this process holds on it, including the
+    # locks of SQLite connections other vaults of this process have open on the same file.
+    # SQLite itself says "file is not a database" on the first statement; Database.error
+    # translates that into InvalidRequest at open.
