@@ -87,7 +87,12 @@ def replace_with_garbage(path: Path) -> None:
     os.replace(new, path)
 
 
-@pytest.mark.parametrize("verb", sorted(HOOKS))
+#: Writes go through the provider's writer thread, whose connection predates the garbage; the
+#: failing-trigger tests below make SQLite fail inside them instead.
+READERS_AND_FORGET = sorted(set(HOOKS) - {"retain", "quarantine_keep"})
+
+
+@pytest.mark.parametrize("verb", READERS_AND_FORGET)
 def test_file_replaced_by_garbage_is_upstream_error_from_the_hook(
     provider: SqliteProvider, db_path: Path, verb: str
 ) -> None:

@@ -19,6 +19,8 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -36,6 +38,8 @@ SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 MEMORY: Final = ":memory:"
 #: How long health's fresh connection waits for a lock (its answer is due within 200 ms, P26).
 _HEALTH_BUSY_MS: Final = 100
+#: At most this many writes share one group commit (one transaction, one fsync).
+MAX_BATCH: Final = 64
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
@@ -56,6 +60,74 @@ def newer_message(path: str, version: int) -> str:
         f"sqlite database {path} has schema version {version}, newer than the {schema.SCHEMA_VERSION} this "
         "memvault-sqlite understands (a newer release wrote it): upgrade memvault-sqlite, or open another file"
     )
+
+
+class WriterQueue:
+    """The one writer path of this process to one database file: a first-come, first-served lock.
+
+    SQLite lets one connection write at a time; others wait in its busy handler,
+    which *sleeps* (1, 2, 5, ... 100 ms) and retries, so under many writer
+    threads a few unlucky ones sleep for seconds while others barge in (p99
+    hundreds of times the median). Threads of this process queue here instead,
+    in arrival order, each woken the moment the previous writer commits; only
+    other processes still meet SQLite's busy handler. (``threading.Lock``
+    alone would let a thread that just released it take it again first.)
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiters: deque[threading.Lock] = deque()
+        self._held = False
+
+    def acquire(self, timeout: float) -> bool:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return True
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        if turn.acquire(timeout=timeout):
+            return True  # the previous holder handed the lock over
+        with self._mutex:
+            try:
+                self._waiters.remove(turn)
+            except ValueError:
+                return True  # handed over between the timeout and now: ours
+            return False
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()  # hand over: stays held
+            else:
+                self._held = False
+
+
+#: One queue per database file in this process, shared by every vault open on it.
+_QUEUES: weakref.WeakValueDictionary[str, WriterQueue] = weakref.WeakValueDictionary()
+_QUEUES_LOCK = threading.Lock()
+
+
+def _queue_for(key: str) -> WriterQueue:
+    with _QUEUES_LOCK:
+        queue = _QUEUES.get(key)
+        if queue is None:
+            queue = _QUEUES[key] = WriterQueue()
+        return queue
+
+
+class _Write:
+    """One caller's write waiting for its group commit."""
+
+    __slots__ = ("done", "error", "result", "verb", "work")
+
+    def __init__(self, work: Callable[[sqlite3.Connection], Any], verb: str) -> None:
+        self.work = work
+        self.verb = verb
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
 
 
 class _HasDatabase(Protocol):
@@ -120,6 +192,11 @@ class Database:
         self.closed = False
         #: (st_dev, st_ino) of the file once opened: health notices a file replaced under the vault.
         self.identity: tuple[int, int] | None = None
+        self._writers = _queue_for(self._uri)
+        # Group commit: writes queued for the writer thread, which commits them in batches.
+        self._pending: deque[_Write] = deque()
+        self._pending_cond = threading.Condition(threading.Lock())
+        self._committer: threading.Thread | None = None
 
     # -- connections ---------------------------------------------------------
 
@@ -172,8 +249,13 @@ class Database:
             self.identity = (st.st_dev, st.st_ino)
 
     def close(self) -> None:
-        """Close every connection opened through :meth:`conn`. Idempotent."""
-        self.closed = True
+        """Finish the queued writes, then close every connection opened through :meth:`conn`. Idempotent."""
+        with self._pending_cond:
+            self.closed = True
+            self._pending_cond.notify_all()
+            committer = self._committer
+        if committer is not None and committer is not threading.current_thread():
+            committer.join(self.timeout + 5.0)
         with self._conn_lock:
             conns, self._connections = self._connections, []
         for _thread, conn in conns:
@@ -183,17 +265,128 @@ class Database:
     # -- transactions, retries, errors ----------------------------------------
 
     @contextmanager
-    def write(self, conn: sqlite3.Connection) -> Iterator[None]:
-        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction on ``conn``, rolled back on any failure."""
-        conn.execute("BEGIN IMMEDIATE")
+    def writer(self, verb: str = "write") -> Iterator[None]:
+        """Hold this process's writer turn for the file (FIFO; see :class:`WriterQueue`)."""
+        if not self._writers.acquire(self.timeout):
+            raise UpstreamError(
+                f"sqlite database {self.path}: other writers of this process held it for more than "
+                f"{self.timeout:g} s during {verb}: retry later, or raise the provider's timeout setting"
+            )
         try:
             yield
-            conn.execute("COMMIT")
-        except BaseException:
-            # Also after a failed COMMIT: never leave the thread's connection mid-transaction.
-            if conn.in_transaction:
-                conn.rollback()
-            raise
+        finally:
+            self._writers.release()
+
+    @contextmanager
+    def write(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction on ``conn`` in this process's writer turn.
+
+        Rolled back on any failure. The turn is held from ``BEGIN`` to ``COMMIT`` only, so a
+        retry after "database is locked" (another process) waits outside it.
+        """
+        with self.writer():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                # Also after a failed COMMIT: never leave the thread's connection mid-transaction.
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+
+    # -- group commit ----------------------------------------------------------
+
+    def commit(self, work: Callable[[sqlite3.Connection], _T], verb: str) -> _T:
+        """Run ``work(conn)`` in a write transaction and return once it is committed (durable).
+
+        Concurrent callers share transactions: one writer thread takes every queued write,
+        runs each inside its own ``SAVEPOINT`` (a write that raises is rolled back alone and
+        its caller gets the error; the others commit), commits once, and only then answers
+        each caller. A failed ``COMMIT`` fails every write of its batch. ``work`` must not
+        commit, and may run on another thread than the caller's.
+        """
+        if self.memory:  # one shared-cache database, serialised by retry's lock: no batching
+
+            def inline() -> _T:
+                conn = self.conn()
+                with self.write(conn):
+                    return work(conn)
+
+            return self.retry(inline, verb)
+        write = _Write(work, verb)
+        with self._pending_cond:
+            if self.closed:
+                raise UpstreamError(f"the sqlite provider for {self.path} is closed: open a new vault")
+            self._pending.append(write)
+            if self._committer is None or not self._committer.is_alive():
+                self._committer = threading.Thread(
+                    target=self._commit_loop, name=f"memvault-sqlite-commit-{self.path}", daemon=True
+                )
+                self._committer.start()
+            self._pending_cond.notify()
+        write.done.wait()
+        if write.error is not None:
+            raise write.error
+        return cast(_T, write.result)
+
+    def _commit_loop(self) -> None:
+        while True:
+            with self._pending_cond:
+                while not self._pending and not self.closed:
+                    self._pending_cond.wait()
+                if not self._pending:
+                    return  # closed and drained
+                batch = [self._pending.popleft() for _ in range(min(MAX_BATCH, len(self._pending)))]
+            try:
+                self._commit_batch(batch)
+            except BaseException as exc:  # noqa: BLE001 - every caller of the batch gets the error
+                for write in batch:
+                    if not write.done.is_set():
+                        write.error = self._as_memvault(exc, write.verb)
+            finally:
+                for write in batch:
+                    write.done.set()
+
+    def _commit_batch(self, batch: list[_Write]) -> None:
+        # Its own connection, also while close() waits for the queue to drain.
+        conn: sqlite3.Connection = getattr(self._local, "conn", None) or self.conn()
+        outcomes: list[tuple[bool, Any]] = []
+
+        def transaction() -> None:
+            outcomes.clear()
+            with self.write(conn):
+                for write in batch:
+                    conn.execute("SAVEPOINT memvault_write")
+                    try:
+                        value = write.work(conn)
+                    except Exception as exc:
+                        if not conn.in_transaction:
+                            raise  # SQLite rolled the whole transaction back: the batch fails
+                        conn.execute("ROLLBACK TO memvault_write")
+                        conn.execute("RELEASE memvault_write")
+                        outcomes.append((False, exc))
+                    else:
+                        conn.execute("RELEASE memvault_write")
+                        outcomes.append((True, value))
+
+        self.retry(transaction, batch[0].verb if len({w.verb for w in batch}) == 1 else "write")
+        # Committed: answer each caller.
+        for write, (ok, value) in zip(batch, outcomes, strict=True):
+            if ok:
+                write.result = value
+            else:
+                write.error = self._as_memvault(value, write.verb)
+
+    def _as_memvault(self, exc: BaseException, verb: str) -> BaseException:
+        if isinstance(exc, sqlite3.Error):
+            error: BaseException = self.error(verb, exc)
+        elif isinstance(exc, OSError):
+            error = UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}")
+        else:
+            return exc
+        error.__cause__ = exc
+        return error
 
     def retry(self, action: Callable[[], _T], verb: str) -> _T:
         """Run ``action``; retry "database is locked" up to ``timeout`` seconds, then UpstreamError."""
@@ -302,16 +495,25 @@ class Database:
         # Other connections' commits change data_version: a write lock that stays busy while
         # they commit is a busy database, not a stuck one (P25: busy is healthy).
         version_before = conn.execute("PRAGMA data_version").fetchone()[0]
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            if is_busy(exc) and conn.execute("PRAGMA data_version").fetchone()[0] != version_before:
+        # The probe queues with this process's writers (never pushing them into SQLite's
+        # sleeping busy handler), but only for as long as a probe may take.
+        if not self._writers.acquire(_HEALTH_BUSY_MS / 1000):
+            if conn.execute("PRAGMA data_version").fetchone()[0] != version_before:
                 return HealthStatus(ok=True, pending_erasures=pending)
-            raise
+            return HealthStatus(ok=False, message=f"the sqlite database {path} is locked by a long write")
         try:
-            conn.execute("INSERT INTO probe DEFAULT VALUES")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                if is_busy(exc) and conn.execute("PRAGMA data_version").fetchone()[0] != version_before:
+                    return HealthStatus(ok=True, pending_erasures=pending)
+                raise
+            try:
+                conn.execute("INSERT INTO probe DEFAULT VALUES")
+            finally:
+                conn.execute("ROLLBACK")
         finally:
-            conn.execute("ROLLBACK")
+            self._writers.release()
         return HealthStatus(ok=True, pending_erasures=pending)
 
 

@@ -160,68 +160,67 @@ class SqliteProvider:
         ref = request.ref
         label = ref.label
 
-        def write() -> tuple[RetainResult, bool]:
-            conn = self.db.conn()
-            with self.db.write(conn):
-                part = ref.partition
-                # One statement finds the partition, the document and whether erasures await their scrub
-                # (nothing can add one while this transaction holds the write lock).
-                found = conn.execute(
-                    "SELECT p.id, d.id, d.body, d.size, EXISTS (SELECT 1 FROM pending_erasures) FROM partitions AS p"
-                    " LEFT JOIN documents AS d ON d.partition_id = p.id AND d.tier = ? AND d.key = ?"
-                    " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ?",
-                    (ref.tier.value, ref.key, part.workspace_id, part.kind, part.owner_id),
-                ).fetchone()
-                if found is None:
-                    new_pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
-                    assert new_pid is not None
-                    pid, doc, old_body, current, pending = new_pid, None, "", 0, _any_pending(conn)
-                else:
-                    pid, doc, pending = int(found[0]), found[1], bool(found[4])
-                    old_body, current = (found[2], int(found[3])) if doc is not None else ("", 0)
-                body = old_body + request.content if request.mode == "append" else request.content
-                size = len(body.encode("utf-8"))
-                warning = check_cap(request.tier, current=current, projected=size)
-                stamp = schema.now_iso()
-                if doc is None:
-                    cur = conn.execute(
-                        "INSERT INTO documents (partition_id, workspace_id, agent_id, crew_id, tier, key, label,"
-                        " body, size, data_subject_id, created_at, updated_at, sha256)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            pid,
-                            part.workspace_id,
-                            request.agent_id if part.kind == "agent" else "",
-                            request.crew_id if part.kind == "crew" else "",
-                            ref.tier.value,
-                            ref.key,
-                            label,
-                            body,
-                            size,
-                            "",
-                            stamp,
-                            stamp,
-                            schema.body_sha256(body),
-                        ),
-                    )
-                    doc_id = int(cur.lastrowid or 0)
-                    schema.reindex_document(conn, doc_id, pid, old_body, body)
-                else:
-                    doc_id = int(doc)
-                    # The line index first, then one UPDATE of the row: body, digest and the new counts.
-                    lines_delta, terms_delta = schema.reindex_document(
-                        conn, doc_id, pid, old_body, body, update_counts=False
-                    )
-                    conn.execute(
-                        "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ?,"
-                        " line_count = line_count + ?, term_count = term_count + ? WHERE id = ?",
-                        (body, size, stamp, schema.body_sha256(body), lines_delta, terms_delta, doc_id),
-                    )
-                if request.data_subject_id:
-                    schema.tag_document(conn, doc_id, part.workspace_id, request.data_subject_id)
+        def write(conn: sqlite3.Connection) -> tuple[RetainResult, bool]:
+            # Runs in the writer thread's transaction (group commit), under its own SAVEPOINT.
+            part = ref.partition
+            # One statement finds the partition, the document and whether erasures await their scrub
+            # (nothing can add one while this transaction holds the write lock).
+            found = conn.execute(
+                "SELECT p.id, d.id, d.body, d.size, EXISTS (SELECT 1 FROM pending_erasures) FROM partitions AS p"
+                " LEFT JOIN documents AS d ON d.partition_id = p.id AND d.tier = ? AND d.key = ?"
+                " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ?",
+                (ref.tier.value, ref.key, part.workspace_id, part.kind, part.owner_id),
+            ).fetchone()
+            if found is None:
+                new_pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
+                assert new_pid is not None
+                pid, doc, old_body, current, pending = new_pid, None, "", 0, _any_pending(conn)
+            else:
+                pid, doc, pending = int(found[0]), found[1], bool(found[4])
+                old_body, current = (found[2], int(found[3])) if doc is not None else ("", 0)
+            body = old_body + request.content if request.mode == "append" else request.content
+            size = len(body.encode("utf-8"))
+            warning = check_cap(request.tier, current=current, projected=size)
+            stamp = schema.now_iso()
+            if doc is None:
+                cur = conn.execute(
+                    "INSERT INTO documents (partition_id, workspace_id, agent_id, crew_id, tier, key, label,"
+                    " body, size, data_subject_id, created_at, updated_at, sha256)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        pid,
+                        part.workspace_id,
+                        request.agent_id if part.kind == "agent" else "",
+                        request.crew_id if part.kind == "crew" else "",
+                        ref.tier.value,
+                        ref.key,
+                        label,
+                        body,
+                        size,
+                        "",
+                        stamp,
+                        stamp,
+                        schema.body_sha256(body),
+                    ),
+                )
+                doc_id = int(cur.lastrowid or 0)
+                schema.reindex_document(conn, doc_id, pid, old_body, body)
+            else:
+                doc_id = int(doc)
+                # The line index first, then one UPDATE of the row: body, digest and the new counts.
+                lines_delta, terms_delta = schema.reindex_document(
+                    conn, doc_id, pid, old_body, body, update_counts=False
+                )
+                conn.execute(
+                    "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ?,"
+                    " line_count = line_count + ?, term_count = term_count + ? WHERE id = ?",
+                    (body, size, stamp, schema.body_sha256(body), lines_delta, terms_delta, doc_id),
+                )
+            if request.data_subject_id:
+                schema.tag_document(conn, doc_id, part.workspace_id, request.data_subject_id)
             return RetainResult(id=label, bytes=size, warning=warning), pending
 
-        result, pending = self.db.retry(write, "retain")
+        result, pending = self.db.commit(write, "retain")
         if pending:
             # The next write is an opportunity to finish an erasure (P24).
             self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
@@ -419,7 +418,10 @@ class SqliteProvider:
                 if newest is None:
                     return True
                 try:
-                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    # In this process's writer turn: our writers queue behind it instead of
+                    # meeting the checkpoint in SQLite's sleeping busy handler.
+                    with self.db.writer("forget"):
+                        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
                     if not busy:
                         # Every erasure recorded up to `newest` committed before this checkpoint
                         # began, so its deleted text has left the WAL (and secure_delete zeroed it
@@ -515,13 +517,11 @@ class SqliteProvider:
     def memvault_quarantine_keep(self, record: _QuarantineRecord) -> bool:
         values = _columns(record)
 
-        def keep() -> bool:
-            conn = self.db.conn()
-            with self.db.write(conn):
-                conn.execute(f"INSERT INTO quarantine ({_QCOLS}) VALUES ({', '.join('?' * len(values))})", values)
+        def keep(conn: sqlite3.Connection) -> bool:
+            conn.execute(f"INSERT INTO quarantine ({_QCOLS}) VALUES ({', '.join('?' * len(values))})", values)
             return True
 
-        return self.db.retry(keep, "quarantine_keep")
+        return self.db.commit(keep, "quarantine_keep")
 
     @hookimpl
     @translated("quarantine_list")
