@@ -58,8 +58,9 @@ class SqliteProvider:
 
     :param path: the database file, created with its schema on first open
         (``:memory:`` for a private in-memory database, for tests).
-    :param timeout: seconds a call waits for another thread's or process's
-        write lock before giving up with :class:`~memvault.errors.UpstreamError`.
+    :param timeout: seconds a transaction waits for another process's write
+        lock (or a non-batched write for its turn behind this process's writers)
+        before giving up with :class:`~memvault.errors.UpstreamError`.
     :param synchronous: ``full`` (default: an acknowledged retain survives power
         loss) or ``normal`` (survives a process crash; faster commits).
     :param scrub_wait: seconds a forget waits for readers to leave the write-ahead
