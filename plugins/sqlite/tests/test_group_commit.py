@@ -250,3 +250,24 @@ def test_close_while_writing_loses_no_acknowledged_write(db_path: Path) -> None:
             request = memvault.ReadRequest(workspace_id="w1", agent_id=f"a{t}", tier="daily", key="2026-01-01")
             stored.update(vault.read(request).content.splitlines())
     assert set(acknowledged) <= stored
+
+
+def test_lock_held_by_another_process_past_timeout_fails_every_queued_write_alike(db_path: Path) -> None:
+    provider = SqliteProvider(path=str(db_path), timeout=0.3)
+    try:
+        calls = Calls()
+        with write_lock_held(db_path):
+            for i in range(4):
+                calls.start(f"w{i}", lambda i=i: provider.memvault_retain(append("a1", f"blocked {i}\n")))
+            outcomes = calls.join()
+        assert len(outcomes) == 4
+        for failed in outcomes.values():
+            assert isinstance(failed, memvault.UpstreamError), failed
+            assert "locked" in str(failed)
+            assert "retain" in str(failed)
+            assert isinstance(failed.__cause__, sqlite3.OperationalError)
+        assert body(provider, "a1") == ""
+        provider.memvault_retain(append("a1", "unblocked\n"))  # the writer path recovers
+        assert body(provider, "a1") == "unblocked\n"
+    finally:
+        provider.close()

@@ -341,9 +341,10 @@ class Database:
             try:
                 self._commit_batch(batch)
             except BaseException as exc:  # noqa: BLE001 - every caller of the batch gets the error
+                # Each caller gets its own exception, naming its own operation, SQLite's cause chained.
+                cause = exc.__cause__ if isinstance(exc.__cause__, (sqlite3.Error, OSError)) else exc
                 for write in batch:
-                    if not write.done.is_set():
-                        write.error = self._as_memvault(exc, write.verb)
+                    write.error = self._as_memvault(cause, write.verb)
             finally:
                 for write in batch:
                     write.done.set()
