@@ -96,6 +96,10 @@ class WriterQueue:
                 return True  # handed over between the timeout and now: ours
             return False
 
+    def idle(self) -> bool:
+        """Nobody holds or waits for the lock (a hint: it may change at once)."""
+        return not self._held
+
     def release(self) -> None:
         with self._mutex:
             if self._waiters:
@@ -269,8 +273,9 @@ class Database:
         """Hold this process's writer turn for the file (FIFO; see :class:`WriterQueue`)."""
         if not self._writers.acquire(self.timeout):
             raise UpstreamError(
-                f"sqlite database {self.path}: other writers of this process held it for more than "
-                f"{self.timeout:g} s during {verb}: retry later, or raise the provider's timeout setting"
+                f"sqlite database {self.path} stayed locked for more than {self.timeout:g} s during {verb} "
+                "(this process's writers queue for it; the writer ahead may be waiting for another process): "
+                "retry later, or raise the provider's timeout setting"
             )
         try:
             yield
@@ -278,13 +283,13 @@ class Database:
             self._writers.release()
 
     @contextmanager
-    def write(self, conn: sqlite3.Connection) -> Iterator[None]:
+    def write(self, conn: sqlite3.Connection, verb: str = "write") -> Iterator[None]:
         """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction on ``conn`` in this process's writer turn.
 
         Rolled back on any failure. The turn is held from ``BEGIN`` to ``COMMIT`` only, so a
         retry after "database is locked" (another process) waits outside it.
         """
-        with self.writer():
+        with self.writer(verb):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -306,13 +311,17 @@ class Database:
         each caller. A failed ``COMMIT`` fails every write of its batch. ``work`` must not
         commit, and may run on another thread than the caller's.
         """
-        if self.memory:  # one shared-cache database, serialised by retry's lock: no batching
 
-            def inline() -> _T:
-                conn = self.conn()
-                with self.write(conn):
-                    return work(conn)
+        def inline() -> _T:
+            conn = self.conn()
+            with self.write(conn, verb):
+                return work(conn)
 
+        # In-memory databases (one shared cache, serialised by retry's lock) never batch. Nor does
+        # a write that finds no other writer of this process: it commits on the caller's thread,
+        # sparing a lone writer two thread switches (if another writer slips in first, it simply
+        # waits its turn like any other).
+        if self.memory or (not self._pending and self._writers.idle()):
             return self.retry(inline, verb)
         write = _Write(work, verb)
         with self._pending_cond:
@@ -354,9 +363,11 @@ class Database:
         conn: sqlite3.Connection = getattr(self._local, "conn", None) or self.conn()
         outcomes: list[tuple[bool, Any]] = []
 
+        verb = batch[0].verb if len({w.verb for w in batch}) == 1 else "write"
+
         def transaction() -> None:
             outcomes.clear()
-            with self.write(conn):
+            with self.write(conn, verb):
                 for write in batch:
                     conn.execute("SAVEPOINT memvault_write")
                     try:
@@ -371,7 +382,7 @@ class Database:
                         conn.execute("RELEASE memvault_write")
                         outcomes.append((True, value))
 
-        self.retry(transaction, batch[0].verb if len({w.verb for w in batch}) == 1 else "write")
+        self.retry(transaction, verb)
         # Committed: answer each caller.
         for write, (ok, value) in zip(batch, outcomes, strict=True):
             if ok:

@@ -121,7 +121,7 @@ class SqliteProvider:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise UpstreamError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
-            with db.write(conn):
+            with db.write(conn, "open"):
                 version = int(conn.execute("PRAGMA user_version").fetchone()[0])
                 if version == 0:
                     foreign = {
@@ -332,7 +332,7 @@ class SqliteProvider:
 
         def erase() -> tuple[int, bool, bool]:
             conn = self.db.conn()
-            with self.db.write(conn):
+            with self.db.write(conn, "forget"):
                 if request.id:
                     ref = request.ref
                     part = ref.partition
