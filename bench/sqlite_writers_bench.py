@@ -92,16 +92,21 @@ class Load:
         self.threads = threads
         self.tag = tag
         self.counter = 0
+        self.per_thread = [0] * threads
         self.lock = threading.Lock()
+        #: One example of each distinct failure (type and message).
+        self.errors: dict[str, memvault.MemvaultError] = {}
 
     def request(self, thread: int) -> memvault.RetainRequest:
         with self.lock:
             n = self.counter
             self.counter += 1
+            mine = self.per_thread[thread]
+            self.per_thread[thread] += 1
         if self.shape == "shared":
             agent, seq = f"{self.tag}-shared", n
-        else:
-            agent, seq = f"{self.tag}-t{thread}", n // self.threads
+        else:  # each thread's own count moves its document on (an unfair lock gives some threads far more)
+            agent, seq = f"{self.tag}-t{thread}", mine
         day = DAY0 + _dt.timedelta(days=seq // PER_DOCUMENT)
         return memvault.RetainRequest(
             workspace_id=WORKSPACE,
@@ -126,8 +131,9 @@ class Load:
                 began = time.perf_counter()
                 try:
                     self.vault.retain(request)
-                except memvault.MemvaultError:
+                except memvault.MemvaultError as exc:
                     failures[i] += 1
+                    self.errors.setdefault(f"{type(exc).__name__}: {str(exc)[:60]}...", exc)
                     continue
                 times[i].append((time.perf_counter() - began) * 1000)
 
@@ -166,6 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     rows: dict[tuple[str, str], list[tuple[float, float, float, float, int, float]]] = {}
     checks: list[str] = []
+    failures_seen: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="memvault-writers-bench-") as tmp:
         root = Path(tmp)
         local_db, served_db = root / "local.db", root / "served.db"
@@ -188,6 +195,8 @@ def main() -> None:
                         rate, times, failed = load.run(args.seconds)
                         cpu = time.process_time() + server_cpu_seconds(proc.pid) - cpu_before
                         stored = lines_in(db, tag) - before
+                        for message in load.errors:
+                            failures_seen.setdefault(message, tag)
                         if stored != len(times):
                             checks.append(f"{tag}: {len(times)} acknowledged appends, {stored} stored")
                         p50 = statistics.median(times)
@@ -254,6 +263,13 @@ def main() -> None:
             if not checks
             else "LOST WRITES: " + "; ".join(checks),
             "",
+            *(
+                ["Failures seen (one example each, with the first run that hit it):", ""]
+                + [f"- `{tag}`: {message}" for message, tag in failures_seen.items()]
+                + [""]
+                if failures_seen
+                else []
+            ),
             "Reproduce: `python bench/sqlite_writers_bench.py` (with `./core`, `./plugins/sqlite` and "
             "`./plugins/http-remote` installed).",
             "",
