@@ -1,8 +1,11 @@
 """The ``sqlite`` provider: one database file, WAL, a line-level FTS5 index.
 
-This module holds the hook implementations (the verbs); the connections, the
-writer path, busy retries, error translation and the health probe live in
-:mod:`memvault_sqlite.connection`.
+This module holds the hook implementations (the verbs). The connections, the
+writer path (group commit), busy retries, error translation and the health
+probe live in :mod:`memvault_sqlite.connection`; the scrub that finishes
+erasures in :mod:`memvault_sqlite.scrub`; the schema and its migrations in
+:mod:`memvault_sqlite.schema`; index terms and ranking in
+:mod:`memvault_sqlite.search`.
 """
 
 from __future__ import annotations
@@ -10,13 +13,11 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import sqlite3
-import threading
-import time
 from collections.abc import Sequence
 from typing import Any, Final
 
 from memvault import text, wire
-from memvault.errors import InvalidRequest, MemvaultError, UpstreamError
+from memvault.errors import InvalidRequest, UpstreamError
 from memvault.markers import hookimpl
 from memvault.models import (
     Capability,
@@ -36,7 +37,8 @@ from memvault.models import (
 )
 from memvault.models import QuarantineRecord as _QuarantineRecord
 from memvault_sqlite import schema
-from memvault_sqlite.connection import MEMORY, Database, is_busy, newer_message, translated
+from memvault_sqlite.connection import MEMORY, Database, newer_message, translated
+from memvault_sqlite.scrub import BACKGROUND_BUSY_MS, Scrubber
 from memvault_sqlite.search import CANDIDATE_BUDGET, Row, fts_query, narrowed_queries, query_terms, rank
 
 __all__ = ["MEMORY", "SqliteProvider"]
@@ -46,11 +48,6 @@ log = logging.getLogger("memvault_sqlite")
 _OUR_TABLES: Final = frozenset(
     {"partitions", "documents", "lines", "quarantine", "probe", "document_subjects", "pending_erasures"}
 )
-#: Seconds between two attempts of the background scrub of pending erasures.
-_SCRUB_INTERVAL: Final = 0.25
-#: How long an opportunistic scrub attempt (background, after a write, at open) waits for
-#: readers: short, because a waiting TRUNCATE checkpoint holds back new writers.
-_BACKGROUND_BUSY_MS: Final = 10
 
 
 class SqliteProvider:
@@ -85,16 +82,14 @@ class SqliteProvider:
             raise InvalidRequest("scrub_wait must be zero or a positive number of seconds", field="scrub_wait")
         self.db = Database(path, timeout=timeout, synchronous=synchronous)
         self.scrub_wait = float(scrub_wait)
-        self._stop = threading.Event()
-        self._scrubber_lock = threading.Lock()
-        self._scrubber: threading.Thread | None = None
+        self._scrubber = Scrubber(self.db)
         try:
             with self.db.translating("open"):
                 self._open_schema()
                 if not self.db.memory:
                     self.db.remember_identity()
                     # An erasure a crashed or busy process left unscrubbed is finished now, or soon.
-                    self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
+                    self._scrubber.finish(wait=0.0, busy_ms=BACKGROUND_BUSY_MS)
         except BaseException:
             self.close()
             raise
@@ -147,10 +142,7 @@ class SqliteProvider:
     @translated("close")
     def close(self) -> None:
         """Stop the background scrub and close every connection this provider opened. Idempotent."""
-        self._stop.set()
-        scrubber = self._scrubber
-        if scrubber is not None and scrubber is not threading.current_thread():
-            scrubber.join(timeout=2.0)
+        self._scrubber.stop()
         self.db.close()
 
     # -- verbs -----------------------------------------------------------------
@@ -224,7 +216,7 @@ class SqliteProvider:
         result, pending = self.db.commit(write, "retain")
         if pending:
             # The next write is an opportunity to finish an erasure (P24).
-            self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
+            self._scrubber.finish(wait=0.0, busy_ms=BACKGROUND_BUSY_MS)
         return result
 
     @hookimpl
@@ -383,83 +375,11 @@ class SqliteProvider:
             # Our own erasure (or a retry of it) waits for readers up to scrub_wait; a forget
             # of something else only takes the opportunity to finish older ones.
             if mine:
-                done = self._finish_pending(wait=self.scrub_wait)
+                done = self._scrubber.finish(wait=self.scrub_wait)
             else:
-                done = self._finish_pending(wait=0.0, busy_ms=_BACKGROUND_BUSY_MS)
+                done = self._scrubber.finish(wait=0.0, busy_ms=BACKGROUND_BUSY_MS)
             pending = mine and not done
         return ForgetResult(removed=removed, pending=pending)
-
-    def _finish_pending(self, *, wait: float, busy_ms: int = 50) -> bool:
-        """Scrub the bytes of every recorded erasure: checkpoint and truncate the WAL, then drop the records.
-
-        :return: ``True`` when nothing is pending any more; otherwise a background
-            thread keeps trying until it succeeds or the provider is closed.
-        """
-        if self.db.memory or self.db.closed:
-            return not self.db.closed
-        try:
-            done = self._scrub(wait, busy_ms)
-        except (sqlite3.Error, MemvaultError) as exc:
-            log.warning("sqlite database %s: scrub of pending erasures failed, will retry: %s", self.path, exc)
-            done = False
-        if not done:
-            self._start_scrubber()
-        return done
-
-    def _scrub(self, wait: float, busy_ms: int = 50) -> bool:
-        # The calling thread's own connection (its schema is loaded already), outside any
-        # transaction. A TRUNCATE checkpoint holds back new writers while it waits for
-        # readers, so every attempt waits only briefly (busy_ms) and retries sleep in between.
-        conn = self.db.conn()
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
-        try:
-            deadline = time.monotonic() + wait
-            while True:
-                newest = conn.execute("SELECT max(id) FROM pending_erasures").fetchone()[0]
-                if newest is None:
-                    return True
-                try:
-                    # In this process's writer turn: our writers queue behind it instead of
-                    # meeting the checkpoint in SQLite's sleeping busy handler.
-                    with self.db.writer("forget"):
-                        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                    if not busy:
-                        # Every erasure recorded up to `newest` committed before this checkpoint
-                        # began, so its deleted text has left the WAL (and secure_delete zeroed it
-                        # in the database pages). Later records belong to a later checkpoint.
-                        # Dropping the records needs no fsync of its own: if it is lost in a
-                        # crash, the next open scrubs again (a no-op) and drops them then.
-                        conn.execute("PRAGMA synchronous = NORMAL")
-                        try:
-                            conn.execute("DELETE FROM pending_erasures WHERE id <= ?", (newest,))
-                        finally:
-                            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-                        return True
-                except sqlite3.Error as exc:
-                    if not is_busy(exc):
-                        raise
-                if time.monotonic() >= deadline or self._stop.is_set():
-                    return False
-                time.sleep(0.02)
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-
-    def _start_scrubber(self) -> None:
-        with self._scrubber_lock:
-            if self._stop.is_set() or (self._scrubber is not None and self._scrubber.is_alive()):
-                return
-            self._scrubber = threading.Thread(
-                target=self._scrub_until_done, name=f"memvault-sqlite-scrub-{self.path}", daemon=True
-            )
-            self._scrubber.start()
-
-    def _scrub_until_done(self) -> None:
-        while not self._stop.wait(_SCRUB_INTERVAL):
-            try:
-                if self._scrub(0.0, busy_ms=_BACKGROUND_BUSY_MS):
-                    return
-            except (sqlite3.Error, MemvaultError) as exc:
-                log.warning("sqlite database %s: background scrub failed, will retry: %s", self.path, exc)
 
     @hookimpl
     @translated("health")
