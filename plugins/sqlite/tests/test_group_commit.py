@@ -281,3 +281,34 @@ def test_lock_held_by_another_process_past_timeout_fails_every_queued_write_alik
         assert body(provider, "a1") == "unblocked\n"
     finally:
         provider.close()
+
+
+def test_health_stays_ok_while_threads_write_p25(db_path: Path) -> None:
+    stop = threading.Event()
+    with memvault.open("sqlite", path=str(db_path), scanner="off") as vault:
+
+        def work(t: int) -> None:
+            i = 0
+            while not stop.is_set():
+                day = f"2026-01-{1 + i // 300:02d}"
+                vault.retain(
+                    memvault.RetainRequest(
+                        workspace_id="w1", agent_id=f"a{t}", tier="daily", key=day, content=f"n{i}\n", mode="append"
+                    )
+                )
+                i += 1
+
+        calls = Calls()
+        for t in range(4):
+            calls.start(f"t{t}", lambda t=t: work(t))
+        try:
+            time.sleep(0.2)
+            statuses = []
+            for _ in range(10):
+                statuses.append(vault.health())
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            outcomes = calls.join()
+    assert not [o for o in outcomes.values() if isinstance(o, BaseException)]
+    assert [s.message for s in statuses if not s.ok] == []
