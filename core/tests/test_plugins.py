@@ -396,3 +396,20 @@ def test_memvault_trace_hooks_logs_every_hook_call(
     with memvault.open("memory") as vault:
         vault.health()
     assert not [r for r in caplog.records if r.name == "memvault.hooks"]
+
+
+@pytest.mark.parametrize("scanner", ["builtin", "off"])
+def test_a_bad_scan_table_is_rejected_whichever_scanner_runs(scanner: str) -> None:
+    """[scan] configures the builtin scanner; a typo in it fails at open even while the scanner is off."""
+    with pytest.raises(InvalidRequest, match="unknown key"):
+        memvault.open("memory", scanner=scanner, scan={"treshold": {}})
+    with pytest.raises(InvalidRequest, match="pattern"):
+        memvault.open("memory", scanner=scanner, scan={"allow": ["no_such_rule"]})
+
+
+def test_the_scan_table_reaches_the_builtin_scanner() -> None:
+    from memvault.scanner.plugin import BuiltinScanner
+
+    with memvault.open("memory", scan={"thresholds": {"role_hijack": 2.0}}) as vault:
+        [scanner] = [p for p in vault.plugin_manager.get_plugins() if isinstance(p, BuiltinScanner)]
+        assert scanner.policy.thresholds["role_hijack"] == 2.0

@@ -317,16 +317,17 @@ class Registry:
         :raises PluginError: for a name no plugin registered, listing the known ones.
         :raises InvalidRequest: from the factory, for a policy it rejects.
         """
-        if name == "off":
-            return []
-        if name not in self.scanners:
+        if name != "off" and name not in self.scanners:
             known = ", ".join(sorted(self.scanners)) or "none"
             raise PluginError(f"no scanner named {name!r} is installed; known scanners: {known}, or 'off'")
-        factory = self.scanners[name][1]
-        params, var_kw = _accepted_parameters(factory)
-        if policy and ("policy" in params or var_kw):
-            return [factory(policy=policy)]
-        return [factory()]
+        factory = self.scanners[name][1] if name != "off" else None
+        if policy and (factory is None or not _takes_policy(factory)) and "builtin" in self.scanners:
+            # The [scan] table configures the builtin scanner: it is checked whichever scanner runs,
+            # so a mistake in memvault.toml shows before the day the builtin scanner is turned on.
+            self.scanners["builtin"][1](policy=policy)
+        if factory is None:
+            return []
+        return [factory(policy=policy)] if policy and _takes_policy(factory) else [factory()]
 
     def vault_plugins(self) -> list[object]:
         """Fresh plugin objects every vault registers around its provider (the default lifecycle).
@@ -380,6 +381,11 @@ def _accepted_parameters(factory: Callable[..., object]) -> tuple[dict[str, insp
     }
     var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     return params, var_kw
+
+
+def _takes_policy(factory: Callable[..., object]) -> bool:
+    params, var_kw = _accepted_parameters(factory)
+    return "policy" in params or var_kw
 
 
 def _hints(factory: Callable[..., object]) -> dict[str, Any]:
