@@ -121,9 +121,14 @@ class Vault:
             raise InvalidRequest("health_timeout must be a positive number of seconds", field="health_timeout")
         self.health_timeout = float(health_timeout)
         self.plugin_manager = make_manager(provider_specs, lifecycle_specs)
+        for index, (source, plugin) in enumerate(get_registry().vault_plugins()):
+            try:
+                self.plugin_manager.register(plugin, name=f"{source}:{index}:{type(plugin).__name__}")
+            except (pluggy.PluginValidationError, ValueError) as exc:
+                raise PluginError(
+                    f"plugin {source!r}: its vault plugin does not fit memvault's hook specs: {exc}"
+                ) from exc
         try:
-            for index, plugin in enumerate(get_registry().vault_plugins()):
-                self.plugin_manager.register(plugin, name=f"vault:{index}:{type(plugin).__name__}")
             self.plugin_manager.register(provider, name=f"provider:{name}")
             for index, plugin in enumerate(plugins):
                 self.plugin_manager.register(plugin, name=f"{name}:plugin:{index}:{type(plugin).__name__}")
