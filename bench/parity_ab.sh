@@ -13,6 +13,9 @@ trap 'rm -rf "$OLD"' EXIT
 git -C "$ROOT" archive "$OLD_COMMIT" | tar -x -C "$OLD"
 OLDPATH=$OLD/core/src:$OLD/parity_suite/src:$OLD/plugins/sqlite/src:$OLD/plugins/local-disk/src
 cd "$OLD" || exit 1  # neither run leaves files in the source tree
+# Both trees load the same plugins: the newer tree's other plugins (http-remote, mcp, postgres) import
+# their own dependencies, and the older tree cannot import them at all, which would time only that.
+export MEMVAULT_LOAD_PLUGINS=parity,sqlite,local-disk
 # Each tree runs its own command line (the console script names the newest tree's module).
 if [ -f "$OLD/core/src/memvault/cli.py" ]; then OLDCLI=memvault.cli; else OLDCLI=memvault.cli.main; fi
 run() {

@@ -336,6 +336,12 @@ class DocumentRef:
     def label(self) -> str:
         return label_for(self.tier, self.key)
 
+    @property
+    def columns(self) -> tuple[str, str, str, str, str]:
+        """``(workspace_id, kind, owner_id, tier, key)``: the document's address as a database keys it."""
+        part = self.partition
+        return (part.workspace_id, part.kind, part.owner_id, self.tier.value, self.key)
+
 
 def _ref(workspace_id: str, agent_id: str, crew_id: str, tier: Tier, key: str) -> DocumentRef:
     if tier is Tier.CREW:

@@ -442,13 +442,12 @@ class PostgresProvider:
     @_translated("read")
     def memvault_read(self, request: ReadRequest) -> ReadResult:
         ref = request.ref
-        part = ref.partition
 
         def read(conn: _Conn) -> ReadResult:
             row = conn.execute(
                 "SELECT d.body FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
                 " WHERE p.workspace_id = %s AND p.kind = %s AND p.owner_id = %s AND d.tier = %s AND d.key = %s",
-                (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
+                ref.columns,
             ).fetchone()
             return ReadResult(id=ref.label, content=str(row[0]) if row else "")
 
@@ -461,13 +460,12 @@ class PostgresProvider:
             with conn.transaction():
                 if request.id:
                     ref = request.ref
-                    part = ref.partition
                     rows = conn.execute(
                         "SELECT d.partition_id, d.id, c.relname FROM documents AS d"
                         " JOIN partitions AS p ON p.id = d.partition_id JOIN pg_class AS c ON c.oid = d.tableoid"
                         " WHERE p.workspace_id = %s AND p.kind = %s AND p.owner_id = %s AND d.tier = %s"
                         " AND d.key = %s FOR UPDATE OF d",
-                        (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
+                        ref.columns,
                     ).fetchall()
                 else:
                     rows = conn.execute(

@@ -305,13 +305,12 @@ class SqliteProvider:
         ref = request.ref
 
         def read() -> ReadResult:
-            part = ref.partition
             row = (
                 self.db.conn()
                 .execute(
                     "SELECT d.body FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
                     " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? AND d.tier = ? AND d.key = ?",
-                    (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
+                    ref.columns,
                 )
                 .fetchone()
             )
@@ -329,12 +328,11 @@ class SqliteProvider:
             with self.db.write(conn, "forget"):
                 if request.id:
                     ref = request.ref
-                    part = ref.partition
                     rows = conn.execute(
                         "SELECT d.id, d.partition_id FROM documents AS d JOIN partitions AS p"
                         " ON p.id = d.partition_id"
                         " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? AND d.tier = ? AND d.key = ?",
-                        (part.workspace_id, part.kind, part.owner_id, ref.tier.value, ref.key),
+                        ref.columns,
                     ).fetchall()
                 else:
                     # Exact match (P13): '=' on TEXT compares bytes; no LIKE, no case folding.
