@@ -29,22 +29,20 @@ import argparse
 import datetime as _dt
 import os
 import platform
-import queue
 import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-import memvault
-from memvault_http_remote.settings import hash_token
+from http_bench import TOKEN, server_cpu_seconds, start_server  # one way to start the service for every bench
 
-TOKEN = "bench-token"
-WORKSPACE = "bench"
+import memvault
+
+WORKSPACE = "bench"  # the workspace http_bench's token may use
 PER_DOCUMENT = 400  # appends per daily document before the next date (keeps it under the cap)
 DAY0 = _dt.date(2026, 1, 1)
 
@@ -52,35 +50,6 @@ DAY0 = _dt.date(2026, 1, 1)
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def start_server(root: Path, db: Path) -> tuple[subprocess.Popen[str], str]:
-    config = root / "memvault.toml"
-    config.write_text(
-        f'provider = "sqlite"\n[providers.sqlite]\npath = "{db}"\n[server]\nport = 0\nmax_concurrent = 64\n'
-        f'[[server.tokens]]\nname = "bench"\nsha256 = "{hash_token(TOKEN)}"\nworkspaces = ["{WORKSPACE}"]\n',
-        encoding="utf-8",
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from memvault.cli import main; main()", "--config", str(config), "serve"],
-        cwd=root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,  # one log line per request would only measure the terminal
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or []], daemon=True).start()
-    line = lines.get(timeout=60)
-    return proc, line.split("listening on ", 1)[1].split(" ", 1)[0]
-
-
-def server_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of the server process so far (Linux /proc; 0.0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Load:

@@ -1,14 +1,8 @@
 """Layer 6: the runtime, an agent's slots and the sessions that use them (contract L1).
 
-An agent loop owns a :class:`Runtime` (its slots) and one
-:class:`~memvault.lifecycle.session.Session` per conversation::
-
-    runtime = Runtime([Slot(name="profile", description="What we know about the user.",
-                            vault=vault, scope=by_principal)], workspace_id="w1")
-    session = runtime.session("s1", principal="alice")
-    start = session.turn_started(1, "Which units do I prefer?")  # recall, all-or-nothing
-    reply = model(session.messages(), tools=start.tools.to_openai())
-    session.turn_completed(1, reply)                               # capture
+An agent loop owns one :class:`Runtime` and asks it for a
+:class:`~memvault.lifecycle.session.Session` per conversation (the example is
+in :mod:`memvault.lifecycle`).
 
 May import: :mod:`memvault.contract` and :mod:`memvault.lifecycle.session`.
 """
