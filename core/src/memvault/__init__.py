@@ -88,6 +88,7 @@ from memvault.contract.models import (
     validate_identifier,
 )
 from memvault.contract.registration import RegisterProvider, RegisterScanner, ScratchSettings
+from memvault.contract.scanning import check_stored
 from memvault.hooks.markers import hookimpl, hookspec
 from memvault.vault import (
     AsyncVault,
@@ -153,6 +154,7 @@ __all__ = [
     "body_sha256",
     "cap_warning",
     "check_cap",
+    "check_stored",
     "errors",
     "hookimpl",
     "hookspec",
