@@ -13,6 +13,8 @@ trap 'rm -rf "$OLD"' EXIT
 git -C "$ROOT" archive "$OLD_COMMIT" | tar -x -C "$OLD"
 OLDPATH=$OLD/core/src:$OLD/parity_suite/src:$OLD/plugins/sqlite/src:$OLD/plugins/local-disk/src
 cd "$OLD" || exit 1  # neither run leaves files in the source tree
+# Each tree runs its own command line (the console script names the newest tree's module).
+if [ -f "$OLD/core/src/memvault/cli.py" ]; then OLDCLI=memvault.cli; else OLDCLI=memvault.cli.main; fi
 run() {
   local label=$1; shift
   /usr/bin/time -f "$label wall=%e cpu=%U+%S" "$@" >"$OLD/out.txt" 2>"$OLD/time.txt"
@@ -20,7 +22,7 @@ run() {
 }
 for name in memory sqlite local-disk; do
   for i in 1 2 3; do
-    run "old-$name" env PYTHONPATH="$OLDPATH" "$VENV/bin/memvault" parity "$name"
+    run "old-$name" env PYTHONPATH="$OLDPATH" "$VENV/bin/python" -c "from $OLDCLI import main; main()" parity "$name"
     run "new-$name" "$VENV/bin/memvault" parity "$name"
   done
 done

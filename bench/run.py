@@ -20,6 +20,7 @@ RESULTS = HERE / "results"
 BENCHES: dict[str, list[str]] = {
     "facade": ["facade_bench.py", "--out", str(RESULTS / "facade.md")],
     "sqlite": ["sqlite_bench.py"],
+    "sqlite-writers": ["sqlite_writers_bench.py"],
     "local-disk": ["local_disk_bench.py", "--out", str(RESULTS / "local-disk.md")],
     "http-remote": ["http_bench.py", "--write"],
     "scanner": ["scan_bench.py", "--out", str(RESULTS / "scanner.md")],

@@ -396,3 +396,56 @@ def test_memvault_trace_hooks_logs_every_hook_call(
     with memvault.open("memory") as vault:
         vault.health()
     assert not [r for r in caplog.records if r.name == "memvault.hooks"]
+
+
+@pytest.mark.parametrize("scanner", ["builtin", "off"])
+def test_a_bad_scan_table_is_rejected_whichever_scanner_runs(scanner: str) -> None:
+    """[scan] configures the builtin scanner; a typo in it fails at open even while the scanner is off."""
+    with pytest.raises(InvalidRequest, match="unknown key"):
+        memvault.open("memory", scanner=scanner, scan={"treshold": {}})
+    with pytest.raises(InvalidRequest, match="pattern"):
+        memvault.open("memory", scanner=scanner, scan={"allow": ["no_such_rule"]})
+
+
+def test_the_scan_table_reaches_the_builtin_scanner() -> None:
+    from memvault.scanner.plugin import BuiltinScanner
+
+    with memvault.open("memory", scan={"thresholds": {"role_hijack": 2.0}}) as vault:
+        [scanner] = [p for p in vault.plugin_manager.get_plugins() if isinstance(p, BuiltinScanner)]
+        assert scanner.policy.thresholds["role_hijack"] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("body", "cause"),
+    [
+        ("raise RuntimeError('no license')", "memvault_vault_plugins raised RuntimeError: no license"),
+        ("return object()", "returned object, not a list"),
+        ("return [Typo()]", "does not fit the hooks"),
+    ],
+)
+def test_d2_a_broken_vault_plugins_hook_is_reported_at_load_and_breaks_no_vault(
+    plugin_dir: Path, monkeypatch: pytest.MonkeyPatch, body: str, cause: str
+) -> None:
+    from memvault import registry as plugins
+
+    source = (
+        "import memvault\n\n"
+        "class Typo:\n"
+        "    @memvault.hookimpl\n"
+        "    def memvault_retian(self, request):\n"
+        "        return None\n\n"
+        "@memvault.hookimpl\n"
+        "def memvault_register_providers(register):\n"
+        "    register('withdrawn', lambda: None)\n\n"
+        "@memvault.hookimpl\n"
+        f"def memvault_vault_plugins():\n    {body}\n"
+    )
+    ep = write_plugin(plugin_dir, "fakeplug_vp", source)
+    registry = Registry(entry_points=[ep])
+    [failure] = registry.failures
+    assert failure.name == "vp"
+    assert cause in failure.cause
+    assert "withdrawn" not in registry.names()  # all or nothing (D2)
+    monkeypatch.setattr(plugins, "_registry", registry)
+    with memvault.open("memory") as vault:
+        vault.retain(memvault.RetainRequest(workspace_id="w", agent_id="a", tier="AGENT", content="x", mode="append"))

@@ -44,6 +44,8 @@ from attrs import field, frozen
 from memvault.contract.errors import InvalidRequest, PluginError, ProviderNotFound
 from memvault.contract.models import Capability
 from memvault.contract.registration import ScratchSettings
+from memvault.hooks import lifecycle as lifecycle_specs
+from memvault.hooks import provider as provider_specs
 from memvault.hooks import registration as registration_specs
 from memvault.hooks.markers import PROJECT
 
@@ -276,6 +278,11 @@ class Registry:
                 self.plugin_manager.unregister(plugin)
                 self._fail(name, dist, f"{hook.name} raised {type(exc).__name__}: {exc}", exc)
                 return
+        problem = self._check_vault_plugins(plugin)
+        if problem is not None:
+            self.plugin_manager.unregister(plugin)
+            self._fail(name, dist, problem[0], problem[1])
+            return
         for pname, info in staged.items():
             if pname in self.conflicts:
                 self.conflicts[pname].append(name)
@@ -317,32 +324,51 @@ class Registry:
         :raises PluginError: for a name no plugin registered, listing the known ones.
         :raises InvalidRequest: from the factory, for a policy it rejects.
         """
-        if name == "off":
-            return []
-        if name not in self.scanners:
+        if name != "off" and name not in self.scanners:
             known = ", ".join(sorted(self.scanners)) or "none"
             raise PluginError(f"no scanner named {name!r} is installed; known scanners: {known}, or 'off'")
-        factory = self.scanners[name][1]
-        params, var_kw = _accepted_parameters(factory)
-        if policy and ("policy" in params or var_kw):
-            return [factory(policy=policy)]
-        return [factory()]
+        factory = self.scanners[name][1] if name != "off" else None
+        if policy and (factory is None or not _takes_policy(factory)) and "builtin" in self.scanners:
+            # The [scan] table configures the builtin scanner: it is checked whichever scanner runs,
+            # so a mistake in memvault.toml shows before the day the builtin scanner is turned on.
+            self.scanners["builtin"][1](policy=policy)
+        if factory is None:
+            return []
+        return [factory(policy=policy)] if policy and _takes_policy(factory) else [factory()]
 
-    def vault_plugins(self) -> list[object]:
-        """Fresh plugin objects every vault registers around its provider (the default lifecycle).
+    def vault_plugins(self) -> list[tuple[str, object]]:
+        """Fresh plugin objects every vault registers around its provider (the default lifecycle),
+        each with the name of the plugin that made it, in load order.
 
-        Each comes from a loaded plugin's ``memvault_vault_plugins`` hook, in load order.
+        :raises PluginError: naming the plugin whose ``memvault_vault_plugins`` failed (it
+            answered when it was loaded, so this is a plugin whose behaviour changed).
         """
-        out: list[object] = []
+        out: list[tuple[str, object]] = []
         for impl in reversed(self.plugin_manager.hook.memvault_vault_plugins.get_hookimpls()):
-            try:
-                made = typing.cast("Iterable[object] | None", impl.function())
-            except Exception as exc:
-                raise PluginError(
-                    f"plugin {impl.plugin_name!r}: memvault_vault_plugins raised {type(exc).__name__}: {exc}"
-                ) from exc
-            out.extend(made or ())
+            made = _made_vault_plugins(impl.plugin_name, impl.function)
+            if isinstance(made, str):
+                raise PluginError(made)
+            out.extend((impl.plugin_name, obj) for obj in made)
         return out
+
+    def _check_vault_plugins(self, plugin: object) -> tuple[str, BaseException] | None:
+        """Why ``plugin``'s ``memvault_vault_plugins`` cannot serve a vault (or ``None``): it must
+        return a list whose objects fit the provider-verb and lifecycle specs (D2: checked at load)."""
+        hook = self.plugin_manager.hook.memvault_vault_plugins
+        impl = next((i for i in hook.get_hookimpls() if i.plugin is plugin), None)
+        if impl is None:
+            return None
+        made = _made_vault_plugins(impl.plugin_name, impl.function)
+        if isinstance(made, str):
+            return made, PluginError(made)
+        scratch = make_manager(provider_specs, lifecycle_specs)
+        for obj in made:
+            try:
+                scratch.register(obj)
+                scratch.check_pending()
+            except (pluggy.PluginValidationError, ValueError) as exc:
+                return f"memvault_vault_plugins returned a {type(obj).__name__} that does not fit the hooks: {exc}", exc
+        return None
 
 
 _lock = threading.Lock()
@@ -380,6 +406,24 @@ def _accepted_parameters(factory: Callable[..., object]) -> tuple[dict[str, insp
     }
     var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     return params, var_kw
+
+
+def _made_vault_plugins(plugin: str, function: Callable[..., object]) -> list[object] | str:
+    """What a ``memvault_vault_plugins`` implementation returns, or why it is unusable."""
+    try:
+        made = function()
+    except Exception as exc:  # noqa: BLE001 - reported with the plugin's name
+        return f"plugin {plugin!r}: memvault_vault_plugins raised {type(exc).__name__}: {exc}"
+    if made is None:
+        return []
+    if not isinstance(made, (list, tuple)):
+        return f"plugin {plugin!r}: memvault_vault_plugins returned {type(made).__name__}, not a list of plugin objects"
+    return list(made)
+
+
+def _takes_policy(factory: Callable[..., object]) -> bool:
+    params, var_kw = _accepted_parameters(factory)
+    return "policy" in params or var_kw
 
 
 def _hints(factory: Callable[..., object]) -> dict[str, Any]:

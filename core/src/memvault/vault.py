@@ -21,11 +21,10 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import pluggy
 
-from memvault.config import Config, load_config
 from memvault.contract.errors import (
     InvalidRequest,
     MemvaultError,
@@ -53,6 +52,9 @@ from memvault.contract.models import (
 from memvault.hooks import lifecycle as lifecycle_specs
 from memvault.hooks import provider as provider_specs
 from memvault.registry import coerce_settings, get_registry, make_manager, missing_settings
+
+if TYPE_CHECKING:
+    from memvault.config import Config
 
 __all__ = ["AsyncVault", "Vault", "open", "open_async", "open_configured", "open_from_config"]
 
@@ -119,9 +121,14 @@ class Vault:
             raise InvalidRequest("health_timeout must be a positive number of seconds", field="health_timeout")
         self.health_timeout = float(health_timeout)
         self.plugin_manager = make_manager(provider_specs, lifecycle_specs)
+        for index, (source, plugin) in enumerate(get_registry().vault_plugins()):
+            try:
+                self.plugin_manager.register(plugin, name=f"{source}:{index}:{type(plugin).__name__}")
+            except (pluggy.PluginValidationError, ValueError) as exc:
+                raise PluginError(
+                    f"plugin {source!r}: its vault plugin does not fit memvault's hook specs: {exc}"
+                ) from exc
         try:
-            for index, plugin in enumerate(get_registry().vault_plugins()):
-                self.plugin_manager.register(plugin, name=f"vault:{index}:{type(plugin).__name__}")
             self.plugin_manager.register(provider, name=f"provider:{name}")
             for index, plugin in enumerate(plugins):
                 self.plugin_manager.register(plugin, name=f"{name}:plugin:{index}:{type(plugin).__name__}")
@@ -439,6 +446,9 @@ def open_from_config(config: str | os.PathLike[str] | None = None, **overrides: 
         ``path="fresh.db"`` for sqlite. ``config`` is reserved for the file
         (no provider may take a setting of that name).
     """
+    # Loaded here, not at import: the config reader pulls in cattrs, which `import memvault` need not pay for.
+    from memvault.config import load_config  # same layer (the facade)
+
     return open_configured(load_config(config), **overrides)
 
 

@@ -1,0 +1,566 @@
+"""The sqlite provider's seam to SQLite: connections, busy retries, error translation, health.
+
+:class:`Database` owns everything that talks to the file as a file: where it
+is (checked with ``stat`` only), the per-thread connections and their pragmas,
+the one writer path of this process (:meth:`Database.write`), retries while
+another process holds the write lock, the health probe, and the translation
+of every ``sqlite3`` and ``OSError`` exception into :mod:`memvault.errors`
+types (:meth:`Database.translating`, and :func:`translated` for the
+provider's hook methods): the core never sees a raw ``sqlite3.Error``
+(contract P28).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import sqlite3
+import threading
+import time
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, Final, Protocol, TypeVar, cast
+
+from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError
+from memvault.contract.models import HealthStatus
+from memvault_sqlite import schema
+
+__all__ = ["MEMORY", "Database", "is_busy", "newer_message", "translated"]
+
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
+SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
+MEMORY: Final = ":memory:"
+#: How long health's fresh connection waits for a lock (its answer is due within 200 ms, P26).
+_HEALTH_BUSY_MS: Final = 100
+#: At most this many writes share one group commit (one transaction, one fsync).
+MAX_BATCH: Final = 64
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+def _is_not_a_database(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc).lower()
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc).lower()
+
+
+def newer_message(path: str, version: int) -> str:
+    return (
+        f"sqlite database {path} has schema version {version}, newer than the {schema.SCHEMA_VERSION} this "
+        "memvault-sqlite understands (a newer release wrote it): upgrade memvault-sqlite, or open another file"
+    )
+
+
+class WriterQueue:
+    """The one writer path of this process to one database file: a first-come, first-served lock.
+
+    SQLite lets one connection write at a time; others wait in its busy handler,
+    which *sleeps* (1, 2, 5, ... 100 ms) and retries, so under many writer
+    threads a few unlucky ones sleep for seconds while others barge in (p99
+    hundreds of times the median). Threads of this process queue here instead,
+    in arrival order, each woken the moment the previous writer commits; only
+    other processes still meet SQLite's busy handler. (``threading.Lock``
+    alone would let a thread that just released it take it again first.)
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiters: deque[threading.Lock] = deque()
+        self._held = False
+
+    def acquire(self, timeout: float) -> bool:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return True
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        if turn.acquire(timeout=timeout):
+            return True  # the previous holder handed the lock over
+        with self._mutex:
+            try:
+                self._waiters.remove(turn)
+            except ValueError:
+                return True  # handed over between the timeout and now: ours
+            return False
+
+    def idle(self) -> bool:
+        """Nobody holds or waits for the lock (a hint: it may change at once)."""
+        return not self._held
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()  # hand over: stays held
+            else:
+                self._held = False
+
+
+#: One queue per database file in this process, shared by every vault open on it.
+_QUEUES: weakref.WeakValueDictionary[str, WriterQueue] = weakref.WeakValueDictionary()
+_QUEUES_LOCK = threading.Lock()
+
+
+def _queue_for(key: str) -> WriterQueue:
+    with _QUEUES_LOCK:
+        queue = _QUEUES.get(key)
+        if queue is None:
+            queue = _QUEUES[key] = WriterQueue()
+        return queue
+
+
+class _Write:
+    """One caller's write waiting for its group commit."""
+
+    __slots__ = ("done", "error", "result", "verb", "work")
+
+    def __init__(self, work: Callable[[sqlite3.Connection], Any], verb: str) -> None:
+        self.work = work
+        self.verb = verb
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _HasDatabase(Protocol):
+    db: Database
+
+
+def translated(verb: str) -> Callable[[_F], _F]:
+    """Decorate a method of an object with a ``db`` (:class:`Database`): no raw storage error escapes it.
+
+    ``sqlite3.Error`` and ``OSError`` become :class:`~memvault.errors.UpstreamError`
+    naming ``verb`` and the cause, chained; memvault errors pass through unchanged.
+    The signature is kept (pluggy reads the hook's argument names through it).
+    """
+
+    def decorate(method: _F) -> _F:
+        @functools.wraps(method)
+        def wrapper(self: _HasDatabase, *args: Any, **kwargs: Any) -> Any:
+            with self.db.translating(verb):
+                return method(self, *args, **kwargs)
+
+        return cast(_F, wrapper)
+
+    return decorate
+
+
+class Database:
+    """One SQLite database file (or private in-memory database) and this process's connections to it.
+
+    :param path: the file, or ``:memory:``.
+    :param timeout: seconds a write waits for another process's write lock.
+    :param synchronous: SQLite's ``synchronous`` level for every connection.
+    """
+
+    def __init__(self, path: str, *, timeout: float, synchronous: str) -> None:
+        if synchronous.lower() not in SYNCHRONOUS:
+            raise InvalidRequest(
+                f"synchronous {synchronous!r} is not a SQLite synchronous level: use one of {', '.join(SYNCHRONOUS)}",
+                field="synchronous",
+            )
+        if timeout <= 0:
+            raise InvalidRequest("timeout must be a positive number of seconds", field="timeout")
+        self.timeout = float(timeout)
+        self.synchronous = synchronous.lower()
+        self.memory = path == MEMORY
+        if self.memory:
+            # One private database shared by this instance's connections.
+            self.path = MEMORY
+            self._uri = f"file:memvault-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        else:
+            resolved = Path(path).expanduser().absolute()
+            _check_location(resolved)
+            self.path = str(resolved)
+            self._uri = resolved.as_uri()
+        self._local = threading.local()
+        # (owning thread, connection): a dead thread's connection is closed when
+        # the next one opens, so short-lived threads do not leak file handles.
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._conn_lock = threading.Lock()
+        # In-memory databases share one cache, where SQLite's table locks do not
+        # honour busy_timeout: serialise instead.
+        self._memory_lock = threading.RLock() if self.memory else None
+        self.closed = False
+        #: (st_dev, st_ino) of the file once opened: health notices a file replaced under the vault.
+        self.identity: tuple[int, int] | None = None
+        self._writers = _queue_for(self._uri)
+        # Group commit: writes queued for the writer thread, which commits them in batches.
+        self._pending: deque[_Write] = deque()
+        self._pending_cond = threading.Condition(threading.Lock())
+        self._committer: threading.Thread | None = None
+
+    # -- connections ---------------------------------------------------------
+
+    def connect(self, busy_ms: int | None = None) -> sqlite3.Connection:
+        """A new connection with the provider's pragmas (the caller closes it).
+
+        :raises sqlite3.Error: when the file fails its first read; call inside :meth:`translating`.
+        """
+        try:
+            conn = sqlite3.connect(
+                self._uri, uri=True, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise UpstreamError(
+                f"cannot open the sqlite database {self.path}: {exc}; check that its directory is writable "
+                "(SQLite creates the file and its -wal and -shm files there) and the file is not locked exclusively"
+            ) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms if busy_ms is not None else int(self.timeout * 1000)}")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error:
+            # The file is read here for the first time: the caller's translating() names its verb.
+            conn.close()
+            raise
+        return conn
+
+    def conn(self) -> sqlite3.Connection:
+        """The calling thread's connection, opened on first use."""
+        if self.closed:
+            raise UpstreamError(f"the sqlite provider for {self.path} is closed: open a new vault")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.connect()
+            self._local.conn = conn
+            with self._conn_lock:
+                dead = [c for t, c in self._connections if not t.is_alive()]
+                self._connections = [(t, c) for t, c in self._connections if t.is_alive()]
+                self._connections.append((threading.current_thread(), conn))
+            for old in dead:
+                with suppress(sqlite3.Error):
+                    old.close()
+        return conn
+
+    def remember_identity(self) -> None:
+        """Note which file the path names now (``stat``, never ``open``)."""
+        if not self.memory:
+            st = os.stat(self.path)
+            self.identity = (st.st_dev, st.st_ino)
+
+    def close(self) -> None:
+        """Finish the queued writes, then close every connection opened through :meth:`conn`. Idempotent."""
+        with self._pending_cond:
+            self.closed = True
+            self._pending_cond.notify_all()
+            committer = self._committer
+        if committer is not None and committer is not threading.current_thread():
+            committer.join(self.timeout + 5.0)
+        with self._conn_lock:
+            conns, self._connections = self._connections, []
+        for _thread, conn in conns:
+            with suppress(sqlite3.Error):
+                conn.close()
+
+    # -- transactions, retries, errors ----------------------------------------
+
+    @contextmanager
+    def writer(self, verb: str = "write") -> Iterator[None]:
+        """Hold this process's writer turn for the file (FIFO; see :class:`WriterQueue`)."""
+        if not self._writers.acquire(self.timeout):
+            raise UpstreamError(
+                f"sqlite database {self.path} stayed locked for more than {self.timeout:g} s during {verb} "
+                "(this process's writers queue for it; the writer ahead may be waiting for another process): "
+                "retry later, or raise the provider's timeout setting"
+            )
+        try:
+            yield
+        finally:
+            self._writers.release()
+
+    @contextmanager
+    def write(self, conn: sqlite3.Connection, verb: str = "write") -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction on ``conn`` in this process's writer turn.
+
+        Rolled back on any failure. The turn is held from ``BEGIN`` to ``COMMIT`` only, so a
+        retry after "database is locked" (another process) waits outside it.
+        """
+        with self.writer(verb):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                # Also after a failed COMMIT: never leave the thread's connection mid-transaction.
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+
+    # -- group commit ----------------------------------------------------------
+
+    def commit(self, work: Callable[[sqlite3.Connection], _T], verb: str) -> _T:
+        """Run ``work(conn)`` in a write transaction and return once it is committed (durable).
+
+        Concurrent callers share transactions: one writer thread takes every queued write,
+        runs each inside its own ``SAVEPOINT`` (a write that raises is rolled back alone and
+        its caller gets the error; the others commit), commits once, and only then answers
+        each caller. A failed ``COMMIT`` fails every write of its batch. ``work`` must not
+        commit, and may run on another thread than the caller's.
+        """
+
+        def inline() -> _T:
+            conn = self.conn()
+            with self.write(conn, verb):
+                return work(conn)
+
+        # In-memory databases (one shared cache, serialised by retry's lock) never batch. Nor does
+        # a write that finds no other writer of this process: it commits on the caller's thread,
+        # sparing a lone writer two thread switches (if another writer slips in first, it simply
+        # waits its turn like any other).
+        if self.memory or (not self._pending and self._writers.idle()):
+            return self.retry(inline, verb)
+        write = _Write(work, verb)
+        with self._pending_cond:
+            if self.closed:
+                raise UpstreamError(f"the sqlite provider for {self.path} is closed: open a new vault")
+            self._pending.append(write)
+            if self._committer is None or not self._committer.is_alive():
+                self._committer = threading.Thread(
+                    target=self._commit_loop, name=f"memvault-sqlite-commit-{self.path}", daemon=True
+                )
+                self._committer.start()
+            self._pending_cond.notify()
+        write.done.wait()
+        if write.error is not None:
+            raise write.error
+        return cast(_T, write.result)
+
+    def _commit_loop(self) -> None:
+        while True:
+            with self._pending_cond:
+                while not self._pending and not self.closed:
+                    self._pending_cond.wait()
+                if not self._pending:
+                    return  # closed and drained
+                batch = [self._pending.popleft() for _ in range(min(MAX_BATCH, len(self._pending)))]
+            try:
+                self._commit_batch(batch)
+            except BaseException as exc:  # noqa: BLE001 - every caller of the batch gets the error
+                # Each caller gets its own exception, naming its own operation, SQLite's cause chained.
+                cause = exc.__cause__ if isinstance(exc.__cause__, (sqlite3.Error, OSError)) else exc
+                for write in batch:
+                    write.error = self._as_memvault(cause, write.verb)
+            finally:
+                for write in batch:
+                    write.done.set()
+
+    def _commit_batch(self, batch: list[_Write]) -> None:
+        # Its own connection, also while close() waits for the queue to drain.
+        conn: sqlite3.Connection = getattr(self._local, "conn", None) or self.conn()
+        outcomes: list[tuple[bool, Any]] = []
+
+        verb = batch[0].verb if len({w.verb for w in batch}) == 1 else "write"
+
+        def transaction() -> None:
+            outcomes.clear()
+            with self.write(conn, verb):
+                for write in batch:
+                    conn.execute("SAVEPOINT memvault_write")
+                    try:
+                        value = write.work(conn)
+                    except Exception as exc:
+                        if not conn.in_transaction:
+                            raise  # SQLite rolled the whole transaction back: the batch fails
+                        conn.execute("ROLLBACK TO memvault_write")
+                        conn.execute("RELEASE memvault_write")
+                        outcomes.append((False, exc))
+                    else:
+                        conn.execute("RELEASE memvault_write")
+                        outcomes.append((True, value))
+
+        self.retry(transaction, verb)
+        # Committed: answer each caller.
+        for write, (ok, value) in zip(batch, outcomes, strict=True):
+            if ok:
+                write.result = value
+            else:
+                write.error = self._as_memvault(value, write.verb)
+
+    def _as_memvault(self, exc: BaseException, verb: str) -> BaseException:
+        if isinstance(exc, sqlite3.Error):
+            error: BaseException = self.error(verb, exc)
+        elif isinstance(exc, OSError):
+            error = UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}")
+        else:
+            return exc
+        error.__cause__ = exc
+        return error
+
+    def retry(self, action: Callable[[], _T], verb: str) -> _T:
+        """Run ``action``; retry "database is locked" up to ``timeout`` seconds, then UpstreamError."""
+        with self.translating(verb):
+            deadline = time.monotonic() + self.timeout
+            delay = 0.005
+            while True:
+                try:
+                    if self._memory_lock is not None:
+                        with self._memory_lock:
+                            return action()
+                    return action()
+                except sqlite3.Error as exc:
+                    if is_busy(exc) and time.monotonic() < deadline:
+                        time.sleep(delay * (0.5 + random.random()))
+                        delay = min(delay * 2, 0.2)
+                        continue
+                    raise
+
+    @contextmanager
+    def translating(self, verb: str) -> Iterator[None]:
+        """Turn a ``sqlite3.Error`` or ``OSError`` raised inside into a memvault error (cause chained)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self.error(verb, exc) from exc
+        except OSError as exc:
+            raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
+
+    def error(self, verb: str, exc: sqlite3.Error) -> MemvaultError:
+        """SQLite's verdict as a typed error that names the operation and says what to do.
+
+        At ``open`` a file that is not a database is the caller's path (``InvalidRequest``);
+        afterwards it is the storage changing under the vault (``UpstreamError``).
+        """
+        path = self.path
+        if is_busy(exc):
+            return UpstreamError(
+                f"sqlite database {path} stayed locked by another writer for more than {self.timeout:g} s "
+                f"during {verb}: retry later, or raise the provider's timeout setting"
+            )
+        if _is_not_a_database(exc):
+            if verb == "open":
+                return InvalidRequest(
+                    f"{path} is not a SQLite database (SQLite says: {exc}): point path at a memvault database "
+                    "or a new file",
+                    field="path",
+                )
+            return UpstreamError(
+                f"sqlite database {path} is not a SQLite database any more (SQLite says: {exc}) during {verb}: "
+                "restore the file from a backup, or close the vault and reopen it on a memvault database"
+            )
+        if _is_corrupt(exc):
+            return UpstreamError(
+                f"the sqlite database {path} is corrupt (SQLite says: {exc}) during {verb}: restore it from a "
+                "backup, or recover it with the sqlite3 shell's .recover command"
+            )
+        return UpstreamError(f"sqlite database {path} failed during {verb}: {type(exc).__name__}: {exc}")
+
+    # -- health (P25-P27) -------------------------------------------------------
+
+    def health(self) -> HealthStatus:
+        """Check the file with ``stat``, then a fresh connection: a query and a rolled-back write probe."""
+        if self.memory:
+            try:
+                self.retry(lambda: self.conn().execute("SELECT count(*) FROM documents").fetchone(), "health")
+            except MemvaultError as exc:
+                return HealthStatus(ok=False, message=str(exc))
+            return HealthStatus(ok=True)
+        path = Path(self.path)
+        if not path.parent.is_dir():
+            return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is missing")
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is not writable")
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return HealthStatus(ok=False, message=f"the sqlite database file {path} is missing (deleted after open?)")
+        except OSError as exc:
+            return HealthStatus(ok=False, message=f"the sqlite database {path} cannot be inspected: {exc}")
+        if self.identity is not None and (st.st_dev, st.st_ino) != self.identity:
+            return HealthStatus(
+                ok=False,
+                message=f"the sqlite database file {path} was replaced by another file since the vault opened it "
+                "(it may not be a SQLite database): restore the file, or close and reopen the vault",
+            )
+        try:
+            conn = self.connect(busy_ms=_HEALTH_BUSY_MS)
+        except MemvaultError as exc:
+            return HealthStatus(ok=False, message=f"the sqlite database cannot be opened: {exc}")
+        except sqlite3.Error as exc:
+            return HealthStatus(ok=False, message=_probe_failure(path, exc))
+        try:
+            return self._probe(conn, path)
+        except sqlite3.Error as exc:
+            return HealthStatus(ok=False, message=_probe_failure(path, exc))
+        finally:
+            conn.close()
+
+    def _probe(self, conn: sqlite3.Connection, path: Path) -> HealthStatus:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > schema.SCHEMA_VERSION:
+            return HealthStatus(ok=False, message=newer_message(str(path), version))
+        conn.execute("SELECT count(*) FROM partitions").fetchone()
+        pending = int(conn.execute("SELECT count(*) FROM pending_erasures").fetchone()[0])
+        # Other connections' commits change data_version: a write lock that stays busy while
+        # they commit is a busy database, not a stuck one (P25: busy is healthy).
+        version_before = conn.execute("PRAGMA data_version").fetchone()[0]
+        # The probe queues with this process's writers (never pushing them into SQLite's
+        # sleeping busy handler), but only for as long as a probe may take.
+        if not self._writers.acquire(_HEALTH_BUSY_MS / 1000):
+            if conn.execute("PRAGMA data_version").fetchone()[0] != version_before:
+                return HealthStatus(ok=True, pending_erasures=pending)
+            return HealthStatus(ok=False, message=f"the sqlite database {path} is locked by a long write")
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                if is_busy(exc) and conn.execute("PRAGMA data_version").fetchone()[0] != version_before:
+                    return HealthStatus(ok=True, pending_erasures=pending)
+                raise
+            try:
+                conn.execute("INSERT INTO probe DEFAULT VALUES")
+            finally:
+                conn.execute("ROLLBACK")
+        finally:
+            self._writers.release()
+        return HealthStatus(ok=True, pending_erasures=pending)
+
+
+def _probe_failure(path: Path, exc: sqlite3.Error) -> str:
+    if is_busy(exc):
+        return f"the sqlite database {path} is locked by a long write"
+    if "readonly" in str(exc).lower():
+        return f"the sqlite database {path} is read-only: {exc}"
+    if _is_not_a_database(exc):
+        return f"{path} is not a SQLite database any more (SQLite says: {exc})"
+    if _is_corrupt(exc):
+        return f"the sqlite database {path} is corrupt (SQLite says: {exc})"
+    return f"the sqlite database {path} failed a probe query: {exc}"
+
+
+def _check_location(path: Path) -> None:
+    """Refuse, before SQLite sees it, a path whose directory is missing or unwritable (``stat`` only)."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise InvalidRequest(
+            f"the directory of the sqlite database {path} does not exist: create {parent} or set path to a "
+            "file in an existing directory",
+            field="path",
+        )
+    if path.is_dir():
+        raise InvalidRequest(f"sqlite path {path} is a directory: set path to a file name", field="path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UpstreamError(
+            f"the directory {parent} of the sqlite database is not writable (SQLite needs to create its "
+            "-wal and -shm files there): fix its permissions or choose another directory"
+        )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise UpstreamError(f"sqlite database {path} is not readable and writable: fix its permissions")
+    # Never open the file (or its -wal/-shm) here to sniff its header: on POSIX, closing any
+    # descriptor of a file drops every fcntl lock this process holds on it, including the
+    # locks of SQLite connections other vaults of this process have open on the same file.
+    # SQLite itself says "file is not a database" on the first statement; Database.error
+    # translates that into InvalidRequest at open.
