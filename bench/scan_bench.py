@@ -15,8 +15,9 @@ Measured, in one run:
    and the builtin scanner, on a fresh store each, interleaved over rounds so
    machine noise hits both; per round the median retain time of each, then the
    median over rounds. The builtin runs as a subclass that times its own work
-   inside the wrapper (stored-body read + scan), so its share of a retain is
-   measured directly, not only as a noisy difference. For every provider given
+   inside the wrapper and inside the check a ``checks_stored`` provider runs in
+   its write (or the stored-body read-back + scan, for a provider without it),
+   so its share of a retain is measured directly, not only as a noisy difference. For every provider given
    (``memory`` by default; ``sqlite`` and ``local-disk`` when installed);
 4. recall with verdicts cached: 200 recalls over the filled store, off vs builtin.
 
