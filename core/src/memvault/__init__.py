@@ -88,7 +88,7 @@ from memvault.contract.models import (
     validate_identifier,
 )
 from memvault.contract.registration import RegisterProvider, RegisterScanner, ScratchSettings
-from memvault.contract.scanning import check_stored
+from memvault.contract.scanning import check_stored, current_stored_check
 from memvault.hooks.markers import hookimpl, hookspec
 from memvault.vault import (
     AsyncVault,
@@ -155,6 +155,7 @@ __all__ = [
     "cap_warning",
     "check_cap",
     "check_stored",
+    "current_stored_check",
     "errors",
     "hookimpl",
     "hookspec",

@@ -30,6 +30,7 @@ from typing import Final
 
 import attrs
 
+from memvault import check_stored
 from memvault import search as text
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError
 from memvault.contract.models import (
@@ -53,7 +54,6 @@ from memvault.contract.models import (
     parse_label,
     validate_identifier,
 )
-from memvault.contract.scanning import check_stored
 from memvault.hooks.markers import hookimpl
 from memvault_local_disk import fs
 from memvault_local_disk.index import DEFAULT_CACHE_BYTES, DocumentIndex

@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from memvault import check_stored
 from memvault import search as text
 from memvault.contract import wire
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
@@ -49,7 +50,6 @@ from memvault.contract.models import (
     check_cap,
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
-from memvault.contract.scanning import check_stored
 from memvault.hooks.markers import hookimpl
 from memvault.search import index_terms, rank_candidates, stored_line
 from memvault_postgres import schema

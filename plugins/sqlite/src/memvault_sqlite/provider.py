@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
+from memvault import current_stored_check
 from memvault import search as text
 from memvault.contract import wire
 from memvault.contract.errors import InvalidRequest, UpstreamError
@@ -36,7 +37,6 @@ from memvault.contract.models import (
     check_cap,
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
-from memvault.contract.scanning import current_stored_check
 from memvault.hooks.markers import hookimpl
 from memvault.search import Candidate, index_terms, rank_candidates
 from memvault_sqlite import schema
