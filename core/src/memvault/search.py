@@ -47,9 +47,13 @@ __all__ = [
     "stored_line",
     "BM25_B",
     "BM25_K1",
+    "CANDIDATE_BM25_B",
     "DOCUMENT_WEIGHT",
+    "LABEL_IDF",
+    "LABEL_MIN_LINES",
     "NEIGHBOUR_WEIGHT",
     "PHRASE_FLOOR",
+    "QUESTION_FRAME_TERMS",
     "SECOND_NEIGHBOUR",
     "TERM_CEILING",
     "IndexedDocument",
@@ -78,6 +82,23 @@ TERM_CEILING: Final = 0.49
 NEIGHBOUR_WEIGHT: Final = 0.30
 SECOND_NEIGHBOUR: Final = 0.5
 DOCUMENT_WEIGHT: Final = 0.15
+#: BM25's length normalisation in the database providers' ranking (the memory search keeps
+#: BM25_B): a long line is penalised less, chosen on LoCoMo conversations 0-4 only.
+CANDIDATE_BM25_B: Final = 0.30
+#: Label terms (the database providers' ranking): a query term that begins at least
+#: LABEL_MIN_LINES candidate lines, and at least half of the candidate lines holding it, labels
+#: lines ("Caroline: ..." in a transcript, a speaker's name). It counts only where it begins a
+#: line (a name inside a line is someone else talking to or about them), with a fixed idf of
+#: LABEL_IDF. Chosen on LoCoMo conversations 0-4 only (docs/performance.md).
+LABEL_MIN_LINES: Final = 20
+LABEL_IDF: Final = 1.0
+#: Stemmed words that frame a question rather than name what it is about ("what *kind* of",
+#: "how *long*", "did she *mention*") and light verbs ("*go* to", "*take* part"): the database
+#: providers do not search for them unless a query has nothing else. Chosen on LoCoMo
+#: conversations 0-4 only (docs/performance.md).
+QUESTION_FRAME_TERMS: Final = frozenset(
+    {"kind", "type", "many", "recent", "long", "mention", "describe", "say", "ever", "go", "get", "make", "take"}
+)
 
 _is_stop_word: Final = STOP_WORDS.__contains__
 
@@ -331,8 +352,10 @@ def stored_line(number: int, line: str, max_chars: int | None = None) -> StoredL
 
 
 def index_terms(query: Query, max_chars: int | None = None) -> tuple[str, ...]:
-    """The index words a query searches for (its stemmed non-stop words)."""
-    return tuple(dict.fromkeys(index_term(t, max_chars) for t in query.terms))
+    """The index words a query searches for: its terms (stemmed non-stop words) without
+    :data:`QUESTION_FRAME_TERMS`, unless those are all it has."""
+    terms = [t for t in query.terms if t not in QUESTION_FRAME_TERMS] or query.terms
+    return tuple(dict.fromkeys(index_term(t, max_chars) for t in terms))
 
 
 #: One candidate line: ``(line id, document id, document label, line number, index words, length in terms)``.
@@ -372,6 +395,8 @@ def rank_candidates(
     indices = range(len(wanted))
     rows: list[tuple[Candidate, list[int], int]] = []
     masks: Counter[int] = Counter()
+    # How many candidate lines begin with each term, and which term each line begins with.
+    leading: Counter[int] = Counter()
     for row in candidates:
         padded = f" {row[4]} "
         counts = [padded.count(t) for t in padded_terms]
@@ -381,21 +406,31 @@ def rank_candidates(
                 mask |= 1 << i
                 if doubled[i] in padded:
                     counts[i] = padded.split().count(wanted[i])
+                if padded.startswith(padded_terms[i]):
+                    leading[i] += 1
         if not mask:  # the index said it matched; trust only our own terms (P17)
             continue
         masks[mask] += 1
         rows.append((row, counts, mask))
     if not rows:
         return []
+    held = [sum(n for mask, n in masks.items() if mask >> i & 1) for i in indices]
     if df is None:
-        df = [sum(n for mask, n in masks.items() if mask >> i & 1) for i in indices]
+        df = held
+    labels = [i for i in indices if leading[i] >= LABEL_MIN_LINES and 2 * leading[i] >= held[i]]
+    for row, counts, _mask in rows:
+        for i in labels:
+            if counts[i]:  # a label counts once, where it begins the line, and nowhere else
+                counts[i] = 1 if f"{row[4]} ".startswith(padded_terms[i][1:]) else 0
     n_lines = max(line_count, len(rows))
     avg_len = max(term_count, 1) / max(n_lines, 1)
     idf = [math.log(1.0 + (n_lines - d + 0.5) / (d + 0.5)) for d in df]
+    for i in labels:
+        idf[i] = LABEL_IDF
     best_possible = sum(idf) * (BM25_K1 + 1.0) or 1.0
     total_idf = sum(idf) or 1.0
-    norm_a = BM25_K1 * (1.0 - BM25_B)
-    norm_b = BM25_K1 * BM25_B / avg_len
+    norm_a = BM25_K1 * (1.0 - CANDIDATE_BM25_B)
+    norm_b = BM25_K1 * CANDIDATE_BM25_B / avg_len
     # Normalised up front: relative = sum(weight * tf / (tf + norm)), capped at 1.
     weight = [w * (BM25_K1 + 1.0) / best_possible for w in idf]
 

@@ -29,10 +29,13 @@ def _wait_healthy(vault: memvault.Vault) -> memvault.HealthStatus:
     return status
 
 
-def _server_pids(cluster: TemporaryCluster) -> list[int]:
-    """The postmaster and every process it started."""
-    postmaster = int((cluster.data_dir / "postmaster.pid").read_text().split()[0])
-    pids = [postmaster]
+def _postmaster(cluster: TemporaryCluster) -> int:
+    return int((cluster.data_dir / "postmaster.pid").read_text().split()[0])
+
+
+def _children(postmaster: int) -> list[int]:
+    """Every process the postmaster started."""
+    pids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
@@ -45,20 +48,29 @@ def _server_pids(cluster: TemporaryCluster) -> list[int]:
 
 @contextmanager
 def frozen_server(cluster: TemporaryCluster) -> Iterator[None]:
-    """The server hangs: every process of it stopped (SIGSTOP), resumed on exit."""
-    pids = _server_pids(cluster)
+    """The server hangs: every process of it stopped (SIGSTOP), resumed on exit.
+
+    The postmaster stops first, so it forks no backend while its children are
+    listed and stopped; a backend that ended meanwhile needs no stopping.
+    """
+    stopped: list[int] = []
 
     def resume() -> None:
-        for pid in pids:
+        for pid in stopped:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
 
     # A body that hangs on the frozen server must fail its timing assertions, not hang the session.
     watchdog = threading.Timer(15.0, resume)
     watchdog.start()
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
     try:
+        postmaster = _postmaster(cluster)
+        os.kill(postmaster, signal.SIGSTOP)
+        stopped.append(postmaster)
+        for pid in _children(postmaster):  # listed once the postmaster can fork no more
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
         yield
     finally:
         watchdog.cancel()
