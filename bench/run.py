@@ -23,7 +23,7 @@ BENCHES: dict[str, list[str]] = {
     "sqlite-writers": ["sqlite_writers_bench.py"],
     "local-disk": ["local_disk_bench.py", "--out", str(RESULTS / "local-disk.md")],
     "http-remote": ["http_bench.py", "--write"],
-    "scanner": ["scan_bench.py", "--out", str(RESULTS / "scanner.md")],
+    "scanner": ["scan_bench.py", "--read-back", "--out", str(RESULTS / "scanner.md")],
     "lifecycle": ["lifecycle_bench.py"],
     "mcp": ["mcp_bench.py", "--write"],
     "postgres": ["postgres_bench.py", "--out", str(RESULTS / "postgres.md")],

@@ -15,16 +15,21 @@ Measured, in one run:
    and the builtin scanner, on a fresh store each, interleaved over rounds so
    machine noise hits both; per round the median retain time of each, then the
    median over rounds. The builtin runs as a subclass that times its own work
-   inside the wrapper (stored-body read + scan), so its share of a retain is
-   measured directly, not only as a noisy difference. For every provider given
-   (``memory`` by default; ``sqlite`` when ``memvault-sqlite`` is installed);
+   inside the wrapper and inside the check a ``checks_stored`` provider runs in
+   its write (or the stored-body read-back + scan, for a provider without it),
+   so its share of a retain is measured directly, not only as a noisy difference. For every provider given
+   (``memory`` by default; ``sqlite`` and ``local-disk`` when installed);
 4. recall with verdicts cached: 200 recalls over the filled store, off vs builtin.
 
 With ``--baseline REF`` the scanner as it was at git ``REF`` (its ``scan.py``,
 loaded from git) runs as a third contender in the same interleaved rounds, so
-"before" and "after" are measured in the same run and conditions.
+"before" and "after" are measured in the same run and conditions. With
+``--read-back`` the builtin scanner also runs ignoring the provider's
+``checks_stored`` capability (it reads an append's stored body back through the
+provider, as before that capability existed): before and after in one run.
 
-    python bench/scan_bench.py [--rounds 5] [--providers memory,sqlite] [--baseline REF] [--out FILE]
+    python bench/scan_bench.py [--rounds 5] [--providers memory,sqlite,local-disk] [--read-back]
+        [--baseline REF] [--out FILE]
 """
 
 from __future__ import annotations
@@ -84,26 +89,56 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def timed_scanner(base: type) -> type:
-    """A subclass of scanner class ``base`` that times its own work per retain: the stored-body read and the scan."""
+def timed_scanner(base: type, *, read_back: bool = False) -> type:
+    """A subclass of scanner class ``base`` that times its own work per retain.
+
+    That is the wrapper's work before and after the provider runs (reading the stored body back, when
+    it does, and the scan) plus, on a provider with ``checks_stored``, the check the provider runs
+    inside its write (``_check_append``: hashing and scanning the final body's tail). ``read_back``:
+    ignore the provider's ``checks_stored`` and read the stored body back, as before that capability.
+    """
 
     class TimedScanner(base):  # type: ignore[valid-type,misc]
         def __init__(self) -> None:
             super().__init__()
             self.spent: list[float] = []
+            self._in_write = 0.0
+
+        def bind_vault(self, vault: Any) -> None:
+            super().bind_vault(vault)
+            if read_back:
+                self._checks_stored = False
+
+        def _check_append(self, request: Any, stored: str, digest: str) -> Any:
+            started = time.perf_counter()
+            try:
+                return base._check_append(self, request, stored, digest)
+            finally:
+                self._in_write += time.perf_counter() - started
 
         @hookimpl(wrapper=True)
         def memvault_retain(self, request: memvault.RetainRequest) -> Generator[None, Any, Any]:
+            self._in_write = 0.0
             started = time.perf_counter()
             inner = base.memvault_retain(self, request)
             try:
-                next(inner)  # the part before the provider runs: read the stored body, scan the final body
+                next(inner)  # the part before the provider runs (read-back and scan, or installing the check)
             finally:
-                self.spent.append(time.perf_counter() - started)
-            result = yield
+                own = time.perf_counter() - started
+            try:
+                result = yield
+            except BaseException as exc:  # a rejection inside the provider's write: the wrapper finishes it
+                started = time.perf_counter()
+                try:
+                    inner.throw(exc)
+                finally:
+                    self.spent.append(own + self._in_write + time.perf_counter() - started)
+                raise RuntimeError("the scanner's wrapper swallowed the provider's exception") from exc
+            started = time.perf_counter()
             try:
                 inner.send(result)
             except StopIteration as stop:
+                self.spent.append(own + self._in_write + time.perf_counter() - started)
                 return stop.value
             raise RuntimeError("the scanner's wrapper yielded twice")
 
@@ -111,7 +146,7 @@ def timed_scanner(base: type) -> type:
 
 
 TimedScanner = timed_scanner(BuiltinScanner)
-#: Scanner classes by contender name ("baseline" is added by --baseline).
+#: Scanner classes by contender name ("read-back" is added by --read-back, "baseline" by --baseline).
 CONTENDERS: dict[str, type] = {"builtin": TimedScanner}
 
 
@@ -212,6 +247,14 @@ def measure(provider: str, data: list[tuple[str, str, str]], rounds: int) -> dic
             "baseline_retain_p50_us": statistics.median(medians["baseline"]) * 1e6,
             "growth": own / before - 1,
         }
+    if "read-back" in own_p50:
+        back = statistics.median(own_p50["read-back"])
+        baseline |= {
+            "read_back_p50_us": back * 1e6,
+            "read_back_p95_us": statistics.median(own_p95["read-back"]) * 1e6,
+            "read_back_retain_p50_us": statistics.median(medians["read-back"]) * 1e6,
+            "read_back_share": back / off,
+        }
     return {
         **baseline,
         "provider": provider,
@@ -247,11 +290,18 @@ def main() -> None:
     parser.add_argument("--out", default="", help="write a Markdown report here")
     parser.add_argument("--data", type=Path, default=DATA, help="locomo10.json (default: %(default)s)")
     parser.add_argument("--baseline", default="", help="also time the scanner of this git ref (before/after)")
+    parser.add_argument(
+        "--read-back",
+        action="store_true",
+        help="also time the builtin scanner reading an append's stored body back (as before checks_stored)",
+    )
     args = parser.parse_args()
+    if args.read_back:
+        CONTENDERS["read-back"] = timed_scanner(BuiltinScanner, read_back=True)
     if args.baseline:
         CONTENDERS["baseline"] = load_baseline(args.baseline)
     providers = [p for p in args.providers.split(",") if p] or [
-        p for p in ("memory", "sqlite") if p in get_registry().names()
+        p for p in ("memory", "sqlite", "local-disk") if p in get_registry().names()
     ]
     data = list(turns(args.data))
     print(f"{len(data)} turns from {args.data}", file=sys.stderr)
@@ -306,10 +356,10 @@ def render(
         "",
         "### Cost per retain (append of one turn; scanner off = baseline, same run)",
         "",
-        "The scanner's own work is timed inside its wrapper (reading the stored body through the",
-        "provider, hashing, scanning the final body's tail); its share is that p50 over the p50 of a",
-        "retain with the scanner off. End to end (builtin vs off) is shown too; on a shared machine",
-        "fsync-bound sqlite retains vary by more than the scanner costs.",
+        "The scanner's own work is timed inside its wrapper and, for a provider with `checks_stored`,",
+        "inside the check the provider runs in its write (hashing, scanning the final body's tail);",
+        "its share is that p50 over the p50 of a retain with the scanner off. End to end (builtin vs",
+        "off) is shown too; on a shared machine fsync-bound retains vary by more than the scanner costs.",
         "",
         "| provider | retain p50 off | retain p50 builtin | p95 off | p95 builtin | end-to-end (p50) "
         "| scanner's own p50 / p95 | share of a retain |",
@@ -334,6 +384,25 @@ def render(
                 f"| {r['provider']} | {r['baseline_p50_us']:.1f} us | {r['scanner_p50_us']:.1f} us | "
                 f"{r['growth']:+.1%} | {r['baseline_p95_us']:.1f} us | {r['scanner_p95_us']:.1f} us | "
                 f"{r['baseline_retain_p50_us']:.1f} us | {r['retain_p50_builtin_us']:.1f} us |"
+            )
+    if any("read_back_p50_us" in r for r in results):
+        lines += [
+            "",
+            "### Before and after `checks_stored`, in the same rounds",
+            "",
+            "Before: the scanner reads an append's stored body back through the provider (what it does",
+            "for a provider without the capability). After: the provider hands it the stored body inside",
+            "its own write. Shares are of the p50 retain with the scanner off.",
+            "",
+            "| provider | retain p50 off | scanner's own p50 before | share before | after | share after "
+            "| retain p50 before | after |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in results:
+            lines.append(
+                f"| {r['provider']} | {r['retain_p50_off_us']:.1f} us | {r['read_back_p50_us']:.1f} us | "
+                f"{r['read_back_share']:.1%} | {r['scanner_p50_us']:.1f} us | {r['scanner_share']:.1%} | "
+                f"{r['read_back_retain_p50_us']:.1f} us | {r['retain_p50_builtin_us']:.1f} us |"
             )
     lines += [
         "",

@@ -641,7 +641,7 @@ def test_p30_tail_rescan_agrees_with_a_full_scan_at_every_split(payload: str) ->
             continue
         scanner = BuiltinScanner()
         scanner.verdict(first)  # the stored body is known clean, so the append rescans only its tail
-        _digest, finding = scanner._append_verdict(first, body)
+        _digest, finding = scanner._append_verdict(first, body[cut:])
         if (finding is not None) != expected:
             disagreements.append(cut - start)
     assert disagreements == []
@@ -726,3 +726,25 @@ def test_p19_a_digest_the_scanner_has_not_seen_is_checked_by_reading() -> None:
     )
     result = _counting_vault(provider).recall(RecallRequest(workspace_id="w", agent_id="a", query="instructions"))
     assert (result.hits, result.quarantined) == ([], ["pins.md"])
+
+
+@given(
+    head=st.text(alphabet=st.sampled_from(list("AZaz09+/_-=\r x.")), max_size=30),
+    run=st.text(alphabet=st.sampled_from(list("AZaz09+/_-")), max_size=30),
+    tail=st.text(alphabet=st.sampled_from(list("=\r x")), max_size=4),
+    prefix=st.text(alphabet=st.sampled_from(list("ab\n ")), max_size=5),
+)
+@settings(max_examples=500, deadline=None)
+def test_tail_start_finds_a_line_ending_in_base64_as_the_pattern_does(
+    head: str, run: str, tail: str, prefix: str
+) -> None:
+    """``_ends_in_base64`` (checked from the end) agrees with ``[A-Za-z0-9+/_-]{20,}={0,2}\\r?$`` on one line."""
+    import re
+
+    from memvault.scanner.engine import _ends_in_base64
+
+    line = head + run + tail
+    text = prefix + "\n" + line + "\nnext"
+    start, end = len(prefix) + 1, len(prefix) + 1 + len(line)
+    expected = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}\r?$").search(text, start, end) is not None
+    assert _ends_in_base64(text, start, end) == expected

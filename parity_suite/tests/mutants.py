@@ -40,8 +40,10 @@ from memvault.contract.models import (
     RetainRequest,
     RetainResult,
     Tier,
+    body_sha256,
     check_cap,
 )
+from memvault.contract.scanning import check_stored
 from memvault.hooks.markers import hookimpl
 from memvault.providers.memory import MemoryProvider, _Document
 
@@ -1441,6 +1443,76 @@ class ErasureKeepsQuarantineCopies(MemoryProvider):
         return result
 
 
+# -- the stored body of an append, checked inside the write (P29, P30; capability checks_stored) --------
+
+
+class _StoredCheckMutant(MemoryProvider):
+    """Memory's retain with the scanner's stored-body check moved: ``check(old, digest)`` runs ``when``."""
+
+    when = "before"
+
+    def digest_of(self, ref: Any, old: _Document | None) -> str:
+        return old.digest if old else ""
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        ref = request.ref
+        with self._lock:
+            docs = self._partitions.setdefault(ref.partition, {})
+            old = docs.get(ref.label)
+            stored, digest = (old.body if old else ""), self.digest_of(ref, old)
+            if self.when == "before":
+                check_stored(stored, digest)
+            final = request.applied_to(stored, old.data_subjects if old else ())
+            docs[ref.label] = _Document(
+                tier=request.tier,
+                body=final.body,
+                size=final.bytes,
+                data_subjects=final.subjects,
+                index=text.index_document(ref.label, final.body),
+                digest=body_sha256(final.body),
+            )
+            if self.when == "after":
+                check_stored(stored, digest)
+        return RetainResult(id=ref.label, bytes=final.bytes, warning=final.warning)
+
+
+class ChecksAfterWriting(_StoredCheckMutant):
+    """P30/P33: declares checks_stored but runs the scanner's check after writing, so a rejected append is stored.
+
+    Killed by: test_p30_a_rejected_append_leaves_no_trace,
+    test_p29_an_injection_split_across_the_append_boundary_is_rejected.
+    """
+
+    when = "after"
+
+
+class NeverChecksStored(_StoredCheckMutant):
+    """P29/P33: declares checks_stored but never calls check_stored: appends are stored unscanned.
+
+    Killed by: test_p29_an_injection_split_across_the_append_boundary_is_rejected.
+    """
+
+    when = "never"
+
+
+class ChecksAStaleDigest(_StoredCheckMutant):
+    """P29/P33: hands the scanner the digest of the document's first body (a digest column never updated), so a
+    clean verdict of an earlier body stands for the body the append really extends.
+
+    Killed by: test_p29_an_append_to_a_body_the_scanner_never_judged_scans_all_of_it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._first: dict[Any, str] = {}
+
+    def digest_of(self, ref: Any, old: _Document | None) -> str:
+        if old is None:
+            return ""
+        return self._first.setdefault((ref.partition, ref.label), old.digest)
+
+
 # -- health (P25, P27, P28) ---------------------------------------------------------------
 
 
@@ -1660,6 +1732,9 @@ _CLASSES: list[type[Any]] = [
     ErasureSparesSharedDocuments,
     TagsOutliveForget,
     ErasureKeepsQuarantineCopies,
+    ChecksAfterWriting,
+    NeverChecksStored,
+    ChecksAStaleDigest,
     HealthFailsWhileBusy,
     HealthBuiltAtStartUp,
     HealthCachedForASecond,

@@ -88,6 +88,7 @@ from memvault.contract.models import (
     validate_identifier,
 )
 from memvault.contract.registration import RegisterProvider, RegisterScanner, ScratchSettings
+from memvault.contract.scanning import check_stored, current_stored_check
 from memvault.hooks.markers import hookimpl, hookspec
 from memvault.vault import (
     AsyncVault,
@@ -153,6 +154,8 @@ __all__ = [
     "body_sha256",
     "cap_warning",
     "check_cap",
+    "check_stored",
+    "current_stored_check",
     "errors",
     "hookimpl",
     "hookspec",

@@ -99,8 +99,13 @@ class Capability:
     #: The provider's other end scans writes and reads itself (a memory service, P29): a vault on it
     #: runs no scanner of its own unless asked (``scanner="builtin"``). A remote database does not.
     SCANS_UPSTREAM: Final = "scans_upstream"
+    #: The provider's retain calls :func:`memvault.contract.scanning.check_stored` with the stored body of
+    #: an append, inside its write and before writing anything (P29): the scanner reads nothing back.
+    CHECKS_STORED: Final = "checks_stored"
 
-    ALL: Final = frozenset({CASCADE_FORGET, MULTI_PROCESS, DURABLE, REMOTE, QUARANTINE, LIST_DOCUMENTS, SCANS_UPSTREAM})
+    ALL: Final = frozenset(
+        {CASCADE_FORGET, MULTI_PROCESS, DURABLE, REMOTE, QUARANTINE, LIST_DOCUMENTS, SCANS_UPSTREAM, CHECKS_STORED}
+    )
 
 
 #: Size caps on the final body in bytes (contract P9). ``None``: no cap.

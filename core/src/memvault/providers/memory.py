@@ -38,6 +38,7 @@ from memvault.contract.models import (
     body_sha256,
 )
 from memvault.contract.registration import RegisterProvider
+from memvault.contract.scanning import check_stored
 from memvault.hooks.markers import hookimpl
 
 __all__ = ["MemoryProvider"]
@@ -58,7 +59,9 @@ class _Document:
 class MemoryProvider:
     """Documents in a dict, guarded by one lock; indexes built once per write."""
 
-    capabilities = frozenset({Capability.CASCADE_FORGET, Capability.QUARANTINE, Capability.LIST_DOCUMENTS})
+    capabilities = frozenset(
+        {Capability.CASCADE_FORGET, Capability.QUARANTINE, Capability.LIST_DOCUMENTS, Capability.CHECKS_STORED}
+    )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -73,6 +76,8 @@ class MemoryProvider:
         with self._lock:
             docs = self._partitions.setdefault(ref.partition, {})
             old = docs.get(label)
+            # The scanner's check of the body this append extends (P29): it may reject, before anything changes.
+            check_stored(old.body if old else "", old.digest if old else "")
             final = request.applied_to(old.body if old else "", old.data_subjects if old else ())
             docs[label] = _Document(
                 tier=request.tier,

@@ -661,7 +661,19 @@ TAIL_CONTEXT: Final = 160  # more than any phrase rule spans (about 100 non-spac
 #: An HTML comment rule spans up to 400 characters: an opening ``<!--`` this close to the end extends the window.
 _COMMENT_REACH: Final = 440
 _BASE64_LINE: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}\r?")
-_BASE64_LINE_END: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}\r?$")
+_BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/_-]{20}")
+
+
+def _ends_in_base64(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` (one line, no newline) ends in a run of 20+ base64 characters, with at
+    most two ``=`` and one ``\\r`` after it: ``[A-Za-z0-9+/_-]{20,}={0,2}\\r?$``, checked from the end
+    instead of searched for from every position of the line."""
+    if end > start and text[end - 1] == "\r":
+        end -= 1
+    for _ in range(2):
+        if end > start and text[end - 1] == "=":
+            end -= 1
+    return end - start >= 20 and _BASE64_RUN.fullmatch(text, end - 20, end) is not None
 
 
 def tail_start(old: str) -> int:
@@ -683,7 +695,7 @@ def tail_start(old: str) -> int:
     while pos > 0:
         previous = old.rfind("\n", 0, pos - 1) + 1
         if not _BASE64_LINE.fullmatch(old, previous, pos - 1):
-            if _BASE64_LINE_END.search(old, previous, pos - 1):
+            if _ends_in_base64(old, previous, pos - 1):
                 pos = previous  # the line where a wrapped block starts after other text
             break
         pos = previous

@@ -6,7 +6,10 @@
   content for ``append``) before the provider writes anything. A verdict that
   rejects raises :class:`~memvault.errors.ContentRejected` and asks the provider
   to keep a quarantine copy (``memvault_quarantine_keep``); the live document is
-  unchanged.
+  unchanged. For an ``append`` on a provider that declares ``checks_stored``,
+  the scan runs inside the provider's write, on the very body it extends
+  (:func:`memvault.contract.scanning.check_stored`); on any other provider the
+  scanner reads the stored body back first.
 * ``memvault_recall`` drops every hit whose document fails the scan and lists
   that document's label in ``RecallResult.quarantined``.
 * ``memvault_read`` returns a ``[BLOCKED: ...]`` placeholder and the quarantine
@@ -34,6 +37,7 @@ from typing import Any, Final
 from memvault.contract.errors import ContentRejected, InvalidRequest, PluginError
 from memvault.contract.models import (
     MAX_RECALL_LIMIT,
+    Capability,
     Mode,
     Quarantine,
     QuarantineRecord,
@@ -49,6 +53,7 @@ from memvault.contract.models import (
     parse_label,
 )
 from memvault.contract.registration import RegisterScanner
+from memvault.contract.scanning import stored_check
 from memvault.hooks.markers import hookimpl
 from memvault.scanner.engine import DEFAULT_POLICY, Finding, ScanPolicy, scan, tail_start
 from memvault.scanner.quarantine import blocked_placeholder
@@ -93,12 +98,14 @@ class BuiltinScanner:
         self._read: Any = None
         self._recall: Any = None
         self._keep: Any = None
+        self._checks_stored = False
         self.scans = 0  # bodies actually scanned (cache misses), for tests and benchmarks
 
     def bind_vault(self, vault: Any) -> None:
         """Reach the vault's other plugins: every hook call below skips this scanner's own wrappers."""
         manager = vault.plugin_manager
         self._provider = vault.name
+        self._checks_stored = Capability.CHECKS_STORED in getattr(vault, "capabilities", ())
         self._read = manager.subset_hook_caller("memvault_read", remove_plugins=[self])
         self._recall = manager.subset_hook_caller("memvault_recall", remove_plugins=[self])
         self._keep = manager.subset_hook_caller("memvault_quarantine_keep", remove_plugins=[self])
@@ -129,28 +136,31 @@ class BuiltinScanner:
                 self._cache.popitem(last=False)
         return finding
 
-    def _append_verdict(self, old: str, body: str) -> tuple[str, Finding | None]:
-        """The verdict on ``old + new``; when ``old`` is known clean, only its tail is rescanned.
+    def _append_verdict(self, old: str, content: str, old_digest: str = "") -> tuple[str, Finding | None]:
+        """The digest of and the verdict on ``old + content``; when ``old`` is known clean, only its tail
+        is rescanned.
 
-        Every builtin rule's match is either confined to one line or spans a
-        bounded number of non-space characters, and base64 blocks are whole
-        lines, so a match in ``old + new`` that is not in the clean ``old``
-        starts inside :func:`tail_start`'s window. Only for the builtin rules (a
-        custom scan function gets the whole body).
+        ``old_digest`` is ``old``'s sha256 when the provider gave it (else it is
+        computed). Every builtin rule's match is either confined to one line or
+        spans a bounded number of non-space characters, and base64 blocks are
+        whole lines, so a match in ``old + content`` that is not in the clean
+        ``old`` starts inside :func:`tail_start`'s window. Only for the builtin
+        rules (a custom scan function gets the whole body).
         """
-        old_hash = hashlib.sha256(old.encode("utf-8"))
-        body_hash = old_hash.copy()
-        body_hash.update(body[len(old) :].encode("utf-8"))
+        body_hash = hashlib.sha256(old.encode("utf-8"))
+        if not old_digest:
+            old_digest = body_hash.hexdigest()
+        body_hash.update(content.encode("utf-8"))
         digest = body_hash.hexdigest()
         cached = self._cached(digest)
         if cached is not _UNKNOWN:
             return digest, cached
         with self._lock:
-            old_clean = bool(old) and self._cache.get(old_hash.hexdigest(), _UNKNOWN) is None
+            old_clean = bool(old) and self._cache.get(old_digest, _UNKNOWN) is None
         if self._builtin and old_clean:
-            finding = self._scan(body[tail_start(old) :])
+            finding = self._scan(old[tail_start(old) :] + content)
         else:
-            finding = self._scan(body)
+            finding = self._scan(old + content)
         return digest, self._remember(digest, finding)
 
     def _bound(self, caller: Any, hook: str) -> Any:
@@ -169,23 +179,57 @@ class BuiltinScanner:
 
     @hookimpl(wrapper=True)
     def memvault_retain(self, request: RetainRequest) -> Generator[None, RetainResult, RetainResult]:
-        body = request.content
-        if request.mode is Mode.APPEND:
-            stored = ReadRequest(
-                workspace_id=request.workspace_id,
-                agent_id=request.agent_id,
-                crew_id=request.crew_id,
-                tier=request.tier,
-                key=request.key,
+        if request.mode is not Mode.APPEND:
+            digest, finding = self.verdict(request.content)
+            if finding is not None:
+                self._reject(request, request.content, digest, finding)
+            return (yield)
+        if not self._checks_stored:
+            # Read the stored body back through the provider: its write may append to a later one (a race
+            # the read path's scan covers), and the read costs a provider call per append.
+            old = self._stored_body(
+                ReadRequest(
+                    workspace_id=request.workspace_id,
+                    agent_id=request.agent_id,
+                    crew_id=request.crew_id,
+                    tier=request.tier,
+                    key=request.key,
+                )
             )
-            old = self._stored_body(stored)
-            body = old + request.content
-            digest, finding = self._append_verdict(old, body)
-        else:
-            digest, finding = self.verdict(body)
-        if finding is not None:
-            self._reject(request, body, digest, finding)
-        return (yield)
+            digest, finding = self._append_verdict(old, request.content)
+            if finding is not None:
+                self._reject(request, old + request.content, digest, finding)
+            return (yield)
+        # The provider checks the stored body inside its own write (capability checks_stored).
+        check = _AppendCheck(self, request)
+        with stored_check(check):
+            try:
+                result = yield
+            except Exception:
+                if check.rejected is None:
+                    raise
+                # The check rejected inside the write, which wrote nothing; the copy is kept below,
+                # outside the provider's write lock.
+                result = None
+        if check.rejected is not None:
+            self._reject(request, *check.rejected)
+        if not check.called:
+            raise PluginError(
+                f"provider {self._provider!r} declares the capability checks_stored but its retain did not "
+                "call memvault.check_stored(stored_body, digest) for an append, so the write was stored "
+                "without its final body being scanned (reads and recalls still scan it): call it inside the "
+                "write, before writing, or stop declaring the capability; this is a bug in the provider"
+            )
+        assert result is not None
+        return result
+
+    def _check_append(self, request: RetainRequest, stored: str, digest: str) -> tuple[str, str, Finding] | None:
+        """The check run inside the provider's write: ``None`` when ``stored + content`` is clean,
+        else what :meth:`_reject` needs (final body, its digest, the finding)."""
+        final_digest, finding = self._append_verdict(stored, request.content, digest)
+        if finding is None:
+            return None
+        return stored + request.content, final_digest, finding
 
     def _reject(self, request: RetainRequest, body: str, digest: str, finding: Finding) -> None:
         record = QuarantineRecord(
@@ -297,6 +341,38 @@ class BuiltinScanner:
             if body and self.verdict(body)[1] is not None:
                 blocked.add(label)
         return blocked
+
+
+class _AppendCheck:
+    """The check one append installs around the provider's write (:func:`memvault.contract.scanning.check_stored`).
+
+    The provider may call it more than once (a write retried after a lock
+    timeout): each call judges the stored body it is given, and the last one
+    counts.
+    """
+
+    __slots__ = ("called", "rejected", "request", "scanner")
+
+    def __init__(self, scanner: BuiltinScanner, request: RetainRequest) -> None:
+        self.scanner = scanner
+        self.request = request
+        self.called = False
+        self.rejected: tuple[str, str, Finding] | None = None
+
+    def __call__(self, stored: str, digest: str) -> None:
+        self.called = True
+        self.rejected = self.scanner._check_append(self.request, stored, digest)
+        if self.rejected is not None:
+            _, final_digest, finding = self.rejected
+            # Aborts the provider's write; the scanner's wrapper replaces it with the full error.
+            raise ContentRejected(
+                category=finding.category,
+                pattern=finding.pattern,
+                sha256=final_digest,
+                detail=finding.describe(),
+                kept=False,
+                **_extras(finding),
+            )
 
 
 def _extras(finding: Finding) -> dict[str, Any]:

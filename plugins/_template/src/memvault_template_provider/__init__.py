@@ -10,6 +10,9 @@ Replace the dictionary with your storage. What makes it a provider:
 
 Optional hooks add capabilities: ``memvault_list_documents`` (declare
 ``list_documents``) lets ``memvault export``/``inspect`` enumerate the store.
+Calling ``memvault.check_stored`` in retain (declare ``checks_stored``) lets the
+scanner check an append's stored body inside your write instead of reading it
+back first.
 
 Requests arrive validated (identifiers, tiers, modes, keys, limits): do not
 check them again. Enforce the size cap with ``check_cap`` before writing.
@@ -77,7 +80,7 @@ class TemplateProvider:
         arguments and arrive from memvault.toml or ``--option key=value``.
     """
 
-    capabilities = frozenset({Capability.CASCADE_FORGET, Capability.LIST_DOCUMENTS})
+    capabilities = frozenset({Capability.CASCADE_FORGET, Capability.LIST_DOCUMENTS, Capability.CHECKS_STORED})
 
     def __init__(self, namespace: str = "default") -> None:
         self.namespace = namespace
@@ -90,6 +93,9 @@ class TemplateProvider:
         where = (ref.partition, ref.label)
         with self._guard:  # one lock makes read-modify-write atomic: concurrent appends lose nothing
             before = self._store.get(where)
+            # Hand the scanner the body this append extends (capability checks_stored): it raises
+            # ContentRejected when the final body fails the scan, and then nothing may change.
+            memvault.check_stored(before.body if before else "", before.digest if before else "")
             # The final body, its size, the cap check (raises CapExceeded before anything
             # changes) and the data subjects, as every provider computes them.
             final = request.applied_to(before.body if before else "", before.subjects if before else ())

@@ -30,6 +30,7 @@ from typing import Final
 
 import attrs
 
+from memvault import check_stored
 from memvault import search as text
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError
 from memvault.contract.models import (
@@ -100,6 +101,7 @@ class LocalDiskProvider:
             Capability.QUARANTINE,
             Capability.CASCADE_FORGET,
             Capability.LIST_DOCUMENTS,
+            Capability.CHECKS_STORED,
         }
     )
 
@@ -170,6 +172,7 @@ class LocalDiskProvider:
                 old = b""
                 old_mode = fs.FILE_MODE
                 current_size = 0
+                stored = ""
                 if current is not None:
                     old_mode = stat.S_IMODE(current.st_mode)
                     current_size = current.st_size
@@ -177,7 +180,11 @@ class LocalDiskProvider:
                         found = fs.read_file(handle, name)
                         old = found[0] if found else b""
                         current_size = len(old)
-                        decode(old, ref.partition, label)  # refuse to extend a corrupt file
+                        stored = decode(old, ref.partition, label)  # refuse to extend a corrupt file
+                if request.mode == "append":
+                    # The scanner checks the body this append extends, under the document's lock; a
+                    # rejection (ContentRejected) leaves before the tag file or the document is touched.
+                    check_stored(stored)
                 added = request.content.encode("utf-8")
                 body = old + added if request.mode == "append" else added
                 warning = check_cap(request.tier, current=current_size, projected=len(body))

@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from memvault import check_stored
 from memvault import search as text
 from memvault.contract import wire
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
@@ -116,6 +117,7 @@ class PostgresProvider:
             Capability.CASCADE_FORGET,
             Capability.QUARANTINE,
             Capability.LIST_DOCUMENTS,
+            Capability.CHECKS_STORED,
             # Across a network: health gets the remote deadline (P26). The client scans
             # (no scans_upstream): PostgreSQL stores whatever it is given.
             Capability.REMOTE,
@@ -352,7 +354,7 @@ class PostgresProvider:
                 assert pid is not None
                 while True:
                     row = conn.execute(
-                        "SELECT id, body, size, subjects FROM documents"
+                        "SELECT id, body, size, subjects, sha256 FROM documents"
                         " WHERE partition_id = %s AND tier = %s AND key = %s FOR UPDATE",
                         (pid, ref.tier.value, ref.key),
                     ).fetchone()
@@ -361,7 +363,7 @@ class PostgresProvider:
                     created = conn.execute(
                         "INSERT INTO documents (partition_id, workspace_id, tier, key, label, body, size, subjects,"
                         " sha256, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, '', 0, '{}', %s, now(), now())"
-                        " ON CONFLICT (partition_id, tier, key) DO NOTHING RETURNING id, body, size, subjects",
+                        " ON CONFLICT (partition_id, tier, key) DO NOTHING RETURNING id, body, size, subjects, sha256",
                         (pid, part.workspace_id, ref.tier.value, ref.key, label, schema.body_sha256("")),
                     ).fetchone()
                     if created is not None:
@@ -369,6 +371,10 @@ class PostgresProvider:
                         break
                     # Another writer created it first: lock theirs.
                 doc_id, old_body, current, subjects = int(row[0]), str(row[1]), int(row[2]), list(row[3])
+                if request.mode == "append":
+                    # The scanner checks the body this append extends, under the row lock. A rejection
+                    # (ContentRejected) rolls the transaction back: no row, partition or tag is left.
+                    check_stored(old_body, str(row[4]))
                 body = old_body + request.content if request.mode == "append" else request.content
                 size = len(body.encode("utf-8"))
                 warning = check_cap(request.tier, current=current, projected=size)

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
+from memvault import current_stored_check
 from memvault import search as text
 from memvault.contract import wire
 from memvault.contract.errors import InvalidRequest, UpstreamError
@@ -74,6 +75,7 @@ class SqliteProvider:
             Capability.CASCADE_FORGET,
             Capability.QUARANTINE,
             Capability.LIST_DOCUMENTS,
+            Capability.CHECKS_STORED,
         }
     )
 
@@ -154,6 +156,9 @@ class SqliteProvider:
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
         ref = request.ref
         label = ref.label
+        # The scanner's check of the stored body (capability checks_stored), taken on the caller's
+        # thread: the write below may run on the group-commit writer thread.
+        check = current_stored_check()
 
         def write(conn: sqlite3.Connection) -> tuple[RetainResult, bool]:
             # Runs in the writer thread's transaction (group commit), under its own SAVEPOINT.
@@ -161,11 +166,17 @@ class SqliteProvider:
             # One statement finds the partition, the document and whether erasures await their scrub
             # (nothing can add one while this transaction holds the write lock).
             found = conn.execute(
-                "SELECT p.id, d.id, d.body, d.size, EXISTS (SELECT 1 FROM pending_erasures) FROM partitions AS p"
+                "SELECT p.id, d.id, d.body, d.size, EXISTS (SELECT 1 FROM pending_erasures), d.sha256"
+                " FROM partitions AS p"
                 " LEFT JOIN documents AS d ON d.partition_id = p.id AND d.tier = ? AND d.key = ?"
                 " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ?",
                 (ref.tier.value, ref.key, part.workspace_id, part.kind, part.owner_id),
             ).fetchone()
+            if request.mode == "append":
+                # Before anything is written: a rejection (ContentRejected) rolls back this write's
+                # SAVEPOINT alone and reaches its caller; no partition, document or tag is left.
+                stored = found is not None and found[1] is not None
+                check(found[2] if stored else "", (found[5] or "") if stored else "")
             if found is None:
                 new_pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
                 assert new_pid is not None
