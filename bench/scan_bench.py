@@ -21,7 +21,7 @@ Measured, in one run:
    (``memory`` by default; ``sqlite`` and ``local-disk`` when installed);
 4. recall with verdicts cached: 200 recalls over the filled store, off vs builtin.
 
-With ``--baseline REF`` the scanner as it was at git ``REF`` (its ``scan.py``,
+With ``--baseline REF`` the scanner as it was at git ``REF`` (its ``scanner`` package,
 loaded from git) runs as a third contender in the same interleaved rounds, so
 "before" and "after" are measured in the same run and conditions. With
 ``--read-back`` the builtin scanner also runs ignoring the provider's
@@ -36,15 +36,18 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
+import io
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-import types
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -151,15 +154,33 @@ CONTENDERS: dict[str, type] = {"builtin": TimedScanner}
 
 
 def load_baseline(ref: str) -> type:
-    """The ``BuiltinScanner`` of ``core/src/memvault/scan.py`` at git ``ref``, timed."""
+    """The ``BuiltinScanner`` of ``core/src/memvault/scanner/plugin.py`` at git ``ref``, timed.
+
+    The scanner package of ``ref`` is extracted whole and imported under another name, so it runs
+    against this tree's contract and hooks (a ref from before the layered core, with a flat
+    ``scan.py``, cannot run here: its imports name modules that no longer exist).
+    """
     root = Path(__file__).resolve().parents[1]
-    source = subprocess.run(
-        ["git", "show", f"{ref}:core/src/memvault/scan.py"], cwd=root, capture_output=True, text=True, check=True
+    listing = subprocess.run(
+        ["git", "ls-tree", "--name-only", f"{ref}:core/src/memvault/scanner"], cwd=root, capture_output=True, text=True
+    )
+    if listing.returncode != 0:
+        raise SystemExit(
+            f"--baseline {ref}: that commit has no core/src/memvault/scanner package (before the layering)"
+        )
+    folder = Path(tempfile.mkdtemp(prefix="scan-baseline-")) / "memvault_scan_baseline"
+    folder.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", ref, "core/src/memvault/scanner"], cwd=root, capture_output=True, check=True
     ).stdout
-    module = types.ModuleType("memvault_scan_baseline")
-    module.__file__ = f"{ref}:core/src/memvault/scan.py"
-    sys.modules[module.__name__] = module
-    exec(compile(source, module.__file__, "exec"), module.__dict__)  # our own scan.py at another commit
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder.parent / "extract", filter="data")
+    shutil.copytree(folder.parent / "extract" / "core/src/memvault/scanner", folder, dirs_exist_ok=True)
+    for path in folder.glob("*.py"):  # its modules import each other as memvault.scanner.*
+        text = path.read_text().replace("memvault.scanner.", "memvault_scan_baseline.")
+        path.write_text(text.replace('"memvault.scanner"', '"memvault_scan_baseline"'))
+    sys.path.insert(0, str(folder.parent))
+    module = importlib.import_module("memvault_scan_baseline.plugin")
     return timed_scanner(module.BuiltinScanner)
 
 
