@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import queue
 import re
-import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from attrs import frozen
@@ -42,6 +44,44 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+class LinePump:
+    """Every line a child process writes, read by a thread as it comes, so none waits in a buffer.
+
+    Polling the pipe with ``select`` and then calling ``readline`` can lose the race: when
+    two lines arrive in one read (the server's warning on stderr and its "listening on"
+    on stdout, merged), ``readline`` returns the first and keeps the second in its buffer,
+    where ``select`` never sees it. The thread also drains the pipe for as long as the
+    process runs, so a chatty server never blocks on a full pipe.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str] | None:
+        """The first match of ``pattern`` in a line read from now on, or None at timeout or end of output."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                return None
+            if line is None:
+                return None
+            self.lines.append(line)
+            found = re.search(pattern, line)
+            if found:
+                return found
+        return None
+
+
 @pytest.fixture(scope="session")
 def readme_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadmeService]:
     """Run README's first command, as written, in a fresh copy of the repository.
@@ -66,31 +106,15 @@ def readme_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadmeS
         start_new_session=True,
     )
     assert proc.stdout is not None
-    output: list[str] = []
-    url = ""
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + INSTALL_DEADLINE
+    pump = LinePump(proc.stdout)
     try:
-        while not url and time.monotonic() < deadline:
-            if not selector.select(timeout=1.0):
-                if proc.poll() is not None:
-                    break
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                break
-            output.append(line)
-            found = re.search(r"listening on (http://\S+)", line)
-            if found:
-                url = found.group(1)
-        if not url:
+        found = pump.wait_for(r"listening on (http://\S+)", INSTALL_DEADLINE)
+        if found is None:
             _stop(proc)
-            pytest.fail(f"README's first command did not start the server:\n$ {command}\n{''.join(output[-40:])}")
-        yield ReadmeService(checkout=checkout, venv=checkout / ".venv", url=url, output=output)
+            pytest.fail(f"README's first command did not start the server:\n$ {command}\n{''.join(pump.lines[-40:])}")
+        yield ReadmeService(checkout=checkout, venv=checkout / ".venv", url=found.group(1), output=pump.lines)
     finally:
         code = _stop(proc)
-        selector.close()
     assert code in (0, -signal.SIGTERM), f"the server exited {code} on SIGTERM"
 
 

@@ -23,16 +23,14 @@ from __future__ import annotations
 import os
 import re
 import runpy
-import selectors
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from conftest import ReadmeService, clean_env
+from conftest import LinePump, ReadmeService, clean_env
 from readme import ROOT
 
 DOCS = ROOT / "docs"
@@ -153,27 +151,14 @@ def _serve(command: str, cwd: Path, env: dict[str, str]) -> str:
         start_new_session=True,
     )
     assert proc.stdout is not None
-    output = []
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + SERVE_DEADLINE
+    pump = LinePump(proc.stdout)
     try:
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=0.5):
-                if proc.poll() is not None:
-                    break
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                break
-            output.append(line)
-            if "listening on" in line:
-                break
+        pump.wait_for("listening on", SERVE_DEADLINE)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
-        selector.close()
+    output = pump.lines
     text = "".join(output)
     assert "listening on" in text, f"`{command}` did not start listening:\n{text}"
     return text
