@@ -48,6 +48,7 @@ __all__ = [
     "BM25_B",
     "BM25_K1",
     "CANDIDATE_BM25_B",
+    "DATE_WEIGHT",
     "DOCUMENT_WEIGHT",
     "LABEL_IDF",
     "LABEL_MIN_LINES",
@@ -62,6 +63,8 @@ __all__ = [
     "SearchableDocument",
     "contains_phrase",
     "index_document",
+    "names_date",
+    "query_dates",
     "search",
     "snippet_around",
     "with_digests",
@@ -99,6 +102,12 @@ LABEL_IDF: Final = 1.0
 QUESTION_FRAME_TERMS: Final = frozenset(
     {"kind", "type", "many", "recent", "long", "mention", "describe", "say", "ever", "go", "get", "make", "take"}
 )
+
+#: A query naming a date ("on 16 November, 2023", "in October 2023", "in June") favours the lines
+#: of the daily documents of that day or month (labels ``daily/YYYY-MM-DD.md``, contract P4): the
+#: database providers add DATE_WEIGHT to their score (see :func:`query_dates`). Chosen on LoCoMo
+#: conversations 0-4 only (docs/performance.md).
+DATE_WEIGHT: Final = 0.10
 
 _is_stop_word: Final = STOP_WORDS.__contains__
 
@@ -358,6 +367,84 @@ def index_terms(query: Query, max_chars: int | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(index_term(t, max_chars) for t in terms))
 
 
+_MONTHS: Final = {
+    name: number
+    for number, name in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ),
+        start=1,
+    )
+}
+_MONTHS_ABBREVIATED: Final = {name[:3]: number for name, number in _MONTHS.items()} | {"sept": 9}
+#: What a query's token begins with when it may be a month name (a cheap test before the regex).
+_MONTH_PREFIXES: Final = frozenset(_MONTHS_ABBREVIATED)
+_MONTH: Final = "|".join(sorted({*_MONTHS, *_MONTHS_ABBREVIATED}, key=len, reverse=True))
+_DAY: Final = r"(\d{1,2})(?:st|nd|rd|th)?"
+_NAMED_DATE: Final = re.compile(
+    rf"\b(?:{_DAY}\s+({_MONTH})\.?,?\s+(\d{{4}})"  # 16 November, 2023
+    rf"|({_MONTH})\.?\s+{_DAY},?\s+(\d{{4}})"  # November 16, 2023
+    rf"|({_MONTH})\.?,?\s+(\d{{4}})"  # November 2023
+    r"|(January|February|March|April|June|July|August|September|October|November|December))\b",  # June
+    re.IGNORECASE,
+)
+_LABEL_DATE: Final = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})\.md$")
+
+#: A date a query names: ``(year, month, day)`` for a day, ``(year, month, None)`` for a month of a
+#: year, ``(None, month, None)`` for a month of any year.
+NamedDate = tuple[int | None, int, int | None]
+
+
+def query_dates(text: str) -> tuple[NamedDate, ...]:
+    """The dates ``text`` names: a day ("16 November, 2023", "Nov 16th, 2023"), a month of a year
+    ("October 2023"), or a month alone ("in June": the full name, capitalised, and never "May",
+    which is more often the verb). A year alone names no date (it would cover nearly everything)."""
+    found: list[NamedDate] = []
+    for match in _NAMED_DATE.finditer(text):
+        d1, m1, y1, m2, d2, y2, m3, y3, bare = match.groups()
+        name = (m1 or m2 or m3 or bare).casefold()
+        # Matching ignores case the Unicode way ("Aprİl"): a name that does not fold back is none.
+        month = _MONTHS.get(name) or _MONTHS_ABBREVIATED.get(name)
+        if month is None:
+            continue
+        if m1 or m2:
+            found.append((int(y1 or y2), month, int(d1 or d2)))
+        elif m3:
+            found.append((int(y3), month, None))
+        elif bare[0].isupper():
+            found.append((None, month, None))
+    return tuple(dict.fromkeys(found))
+
+
+@functools.lru_cache(maxsize=1 << 12)  # a store has few daily documents, and recalls see them again
+def _label_date(label: str) -> tuple[int, int, int] | None:
+    found = _LABEL_DATE.search(label)
+    if found is None:
+        return None
+    year, month, day = found.groups()
+    return int(year), int(month), int(day)
+
+
+def names_date(dates: Sequence[NamedDate], label: str) -> bool:
+    """Whether ``label`` is a daily document (``daily/YYYY-MM-DD.md``) of one of ``dates``."""
+    found = _label_date(label)
+    if found is None:
+        return False
+    year, month, day = found
+    return (year, month, day) in dates or (year, month, None) in dates or (None, month, None) in dates
+
+
 #: One candidate line: ``(line id, document id, document label, line number, index words, length in terms)``.
 Candidate = tuple[int, int, str, int, str, int]
 
@@ -448,6 +535,12 @@ def rank_candidates(
     doc_cover = {doc: sum(idf[i] for i in indices if mask >> i & 1) / total_idf for doc, mask in covered.items()}
 
     own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
+    # Documents of a date the query names (none: no query date, the common case, costs nothing more).
+    dates = query_dates(query.text) if not _MONTH_PREFIXES.isdisjoint(t[:3] for t in query.phrase) else ()
+    dated: set[int] = set()
+    if dates:
+        labels_of = {row[1]: row[2] for row, _counts, _mask in rows}
+        dated = {doc for doc, label in labels_of.items() if names_date(dates, label)}
     get = relative.get
     everything = (1 << len(wanted)) - 1
     # (-blended, label, line, line id): best first in natural order; phrase candidates kept apart.
@@ -462,6 +555,8 @@ def rank_candidates(
             SECOND_NEIGHBOUR * get((doc, number + 2), 0.0),
         )
         blended = own_weight * relative[(doc, number)] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[doc]
+        if doc in dated:
+            blended += DATE_WEIGHT
         # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
         blended = min(max(blended, 1e-5), 1.0)
         (maybe_phrase if mask == everything else terms_only).append((-blended, row[2], number, row[0]))
