@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from memvault.contract.models import RecallSnippet
+from memvault.contract.terms import tokenize
 from memvault.search import (
+    BM25_K1,
+    CANDIDATE_BM25_B,
+    DATE_WEIGHT,
+    DOCUMENT_WEIGHT,
+    LABEL_IDF,
     LABEL_MIN_LINES,
+    NEIGHBOUR_WEIGHT,
+    PHRASE_FLOOR,
+    SECOND_NEIGHBOUR,
+    TERM_CEILING,
     Candidate,
     Query,
+    contains_phrase,
     index_terms,
     names_date,
     query_dates,
     rank_candidates,
+    snippet_around,
     stored_line,
 )
 
@@ -142,3 +156,235 @@ def test_a_named_date_ranks_that_days_lines_first() -> None:
         ("daily/2023-10-12.md", 1),
         ("daily/2023-10-13.md", 1),
     ]
+
+
+# -- the ranking against a straightforward reference ----------------------------------------
+#
+# rank_candidates computes a column at a time (issue 18, target 1). reference_rank below is the
+# ranking as it was written before, row by row; the two must give the same hits, scores and
+# digests (floats compared exactly) on any candidates a provider can pass.
+
+
+def reference_rank(
+    query: Query,
+    candidates: Sequence[Candidate],
+    *,
+    line_count: int,
+    term_count: int,
+    limit: int,
+    texts: Callable[[Sequence[int]], Mapping[int, tuple[str, str]]],
+    df: Sequence[int] | None = None,
+) -> list[RecallSnippet]:
+    """The database providers' ranking, one candidate line at a time (the rules in memvault.search)."""
+    wanted = index_terms(query)
+    if not wanted:
+        return []
+    indices = range(len(wanted))
+    rows: list[tuple[Candidate, list[int], int]] = []
+    for row in candidates:
+        words = row[4].split()
+        counts = [words.count(t) for t in wanted]
+        mask = sum(1 << i for i in indices if counts[i])
+        if mask:
+            rows.append((row, counts, mask))
+    if not rows:
+        return []
+    held = [sum(1 for _, counts, _ in rows if counts[i]) for i in indices]
+    leading = [sum(1 for row, counts, _ in rows if counts[i] and row[4].split()[0] == wanted[i]) for i in indices]
+    df = held if df is None else df
+    labels = [i for i in indices if leading[i] >= LABEL_MIN_LINES and 2 * leading[i] >= held[i]]
+    for row, counts, _ in rows:
+        for i in labels:
+            if counts[i]:
+                counts[i] = 1 if row[4].split()[0] == wanted[i] else 0
+    n_lines = max(line_count, len(rows))
+    avg_len = max(term_count, 1) / max(n_lines, 1)
+    idf = [math.log(1.0 + (n_lines - d + 0.5) / (d + 0.5)) for d in df]
+    for i in labels:
+        idf[i] = LABEL_IDF
+    best_possible = sum(idf) * (BM25_K1 + 1.0) or 1.0
+    total_idf = sum(idf) or 1.0
+    weight = [w * (BM25_K1 + 1.0) / best_possible for w in idf]
+    relative: dict[tuple[int, int], float] = {}
+    covered: dict[int, int] = {}
+    for row, counts, mask in rows:
+        norm = BM25_K1 * (1.0 - CANDIDATE_BM25_B) + BM25_K1 * CANDIDATE_BM25_B / avg_len * row[5]
+        score = 0.0
+        for i in indices:
+            if counts[i]:
+                score += weight[i] * counts[i] / (counts[i] + norm)
+        relative[(row[1], row[3])] = min(score, 1.0)
+        covered[row[1]] = covered.get(row[1], 0) | mask
+    cover = {doc: sum(idf[i] for i in indices if mask >> i & 1) / total_idf for doc, mask in covered.items()}
+    own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
+    dates = query_dates(query.text)
+    scored: list[tuple[float, str, int, int]] = []
+    text: dict[int, tuple[str, str]] = {}
+    for row, _counts, mask in rows:
+        doc, number = row[1], row[3]
+        neighbour = max(
+            relative.get((doc, number - 1), 0.0),
+            relative.get((doc, number + 1), 0.0),
+            SECOND_NEIGHBOUR * relative.get((doc, number - 2), 0.0),
+            SECOND_NEIGHBOUR * relative.get((doc, number + 2), 0.0),
+        )
+        blended = own_weight * relative[(doc, number)] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * cover[doc]
+        if names_date(dates, row[2]):
+            blended += DATE_WEIGHT
+        blended = min(max(blended, 1e-5), 1.0)
+        text.update(texts([row[0]]))
+        if mask == (1 << len(wanted)) - 1 and contains_phrase(tokenize(text[row[0]][0]), query.phrase):
+            score = PHRASE_FLOOR + (1.0 - PHRASE_FLOOR) * blended
+        else:
+            score = TERM_CEILING * blended
+        scored.append((score, row[2], number, row[0]))
+    scored.sort(key=lambda item: (-item[0], item[1], item[2], item[3]))
+    return [
+        RecallSnippet(
+            source=label,
+            line=number,
+            snippet=snippet_around(text[lid][0], query),
+            score=round(score, 6),
+            digest=text[lid][1],
+        )
+        for score, label, number, lid in scored[:limit]
+    ]
+
+
+#: Words that stem alike ("paint", "painted", "painting"), stop words, question-frame words, a
+#: speaker's name, digits, accented and non-Latin words, the words of a date ("2 October 2024",
+#: "October 2024", "October"; the documents are daily notes of October 2024): lines and queries
+#: are drawn from these.
+VOCABULARY = (
+    "caroline", "melanie", "paint", "painted", "painting", "paints", "art", "river", "kind", "what",
+    "did", "the", "a", "very", "go", "café", "naïve", "東京", "x1", "2024", "mother_in_law", "über",
+    "October", "2", "june",
+)  # fmt: skip
+SEPARATORS = (" ", ", ", " - ", "'s ", "! ", ": ", "  ", " / ")
+
+
+@st.composite
+def line_texts(draw: st.DrawFn) -> str:
+    words = draw(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=9))
+    if draw(st.booleans()):
+        words.insert(1, words[0])  # a word twice in a row
+    text = words[0]
+    for word in words[1:]:
+        text += draw(st.sampled_from(SEPARATORS)) + word
+    speaker = draw(st.sampled_from(("", "Caroline: ", "Caroline: ", "Melanie: ")))
+    return speaker + text.capitalize() if draw(st.booleans()) else speaker + text
+
+
+Inputs = tuple[Query, list[Candidate], dict[int, tuple[str, str]], int, int, int]
+
+
+def inputs_for(query: str, documents: Sequence[Sequence[tuple[int, str]]], limit: int, extra: int = 0) -> Inputs:
+    """What a provider passes for ``query`` over ``documents`` (each a list of (line number, text))."""
+    parsed = Query.parse(query)
+    wanted = set(index_terms(parsed))
+    candidates: list[Candidate] = []
+    text: dict[int, tuple[str, str]] = {}
+    line_count = term_count = 0
+    for doc_id, lines in enumerate(documents, start=1):
+        for number, line in lines:
+            stored = stored_line(number, line)
+            if stored is None:
+                continue
+            line_count += 1
+            term_count += stored.length
+            line_id = 1000 * doc_id + number
+            text[line_id] = (line, f"{doc_id:064x}")
+            if wanted & set(stored.terms.split()):
+                label = f"daily/2024-10-{doc_id:02d}.md"
+                candidates.append((line_id, doc_id, label, number, stored.terms, stored.length))
+    # `extra` lines of the searched partitions share no term with the query.
+    return parsed, candidates, text, line_count + extra, term_count + 7 * extra, limit
+
+
+@st.composite
+def ranking_inputs(draw: st.DrawFn) -> Inputs:
+    """A query, its candidates (as a provider finds them), their texts, line and term counts, a limit."""
+    documents: list[list[tuple[int, str]]] = []
+    for lines in draw(st.lists(st.lists(line_texts(), min_size=1, max_size=60), min_size=1, max_size=4)):
+        number = 0
+        numbered = []
+        for line in lines:
+            number += draw(st.sampled_from((1, 1, 1, 2, 3)))  # blank lines between some
+            numbered.append((number, line))
+        documents.append(numbered)
+    all_lines = [line for lines in documents for _, line in lines]
+    if draw(st.booleans()):  # the query is part of a line: a phrase to find
+        tokens = tokenize(draw(st.sampled_from(all_lines)))
+        start = draw(st.integers(0, len(tokens) - 1))
+        query = " ".join(tokens[start : start + draw(st.integers(1, 4))])
+    else:
+        query = " ".join(draw(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=5)))
+    return inputs_for(query, documents, draw(st.sampled_from((1, 3, 20))), extra=draw(st.integers(0, 50)))
+
+
+def test_a_one_word_phrase_is_a_whole_token() -> None:
+    # "paint" is the term of "painted" too; only lines holding the token "paint" hold the phrase.
+    lines = [(1, "Caroline: painted it"), (2, "Melanie: paint-brush"), (3, "a paintbox, painting"), (4, "_paint_")]
+    assert_same(*inputs_for("paint", [lines], limit=5))
+    assert_same(*inputs_for("it paint", [[(1, "it painted"), (2, "It: paint"), (3, "it  paint")]], limit=5))
+
+
+def test_a_label_needs_half_of_the_lines_holding_it() -> None:
+    # 25 lines begin with "caroline" and 26 shorter ones hold it inside: no label, the shorter lines
+    # rank first. Of 45 lines, 25 begin with it: a label, and the lines naming her inside count "art" only.
+    begin = [(n, f"Caroline: art number {n} again") for n in range(1, 26)]
+    inside = [(n, "Melanie: caroline art") for n in range(1, 27)]
+    for holding_inside in (inside, inside[:20]):
+        assert_same(*inputs_for("art caroline", [begin, holding_inside], limit=5))
+    query, candidates, text, line_count, term_count, _ = inputs_for("art caroline", [begin, inside], limit=1)
+    best = rank_candidates(
+        query, candidates, line_count=line_count, term_count=term_count, limit=1, texts=text_of(text)
+    )
+    assert (best[0].source, best[0].line) == ("daily/2024-10-02.md", 1)
+
+
+@given(ranking_inputs())
+@example(inputs_for("caroline paint", [], limit=5))
+def test_rank_candidates_equals_the_reference_ranking(inputs: Inputs) -> None:
+    assert_same(*inputs)
+
+
+def assert_same(
+    query: Query,
+    candidates: list[Candidate],
+    text: dict[int, tuple[str, str]],
+    line_count: int,
+    term_count: int,
+    limit: int,
+) -> None:
+    asked: list[int] = []
+
+    def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        asked.extend(ids)
+        return {i: text[i] for i in ids}
+
+    expected = reference_rank(
+        query, candidates, line_count=line_count, term_count=term_count, limit=limit, texts=text_of(text)
+    )
+    got = rank_candidates(query, candidates, line_count=line_count, term_count=term_count, limit=limit, texts=texts)
+    assert got == expected
+    assert len(asked) == len(set(asked))  # no line is read twice
+
+
+@given(ranking_inputs(), st.data())
+def test_rank_candidates_on_a_narrowed_subset_equals_the_reference_ranking(inputs: Inputs, data: st.DataObject) -> None:
+    # A provider that narrows a big candidate set passes the partition's document frequencies.
+    query, candidates, text, line_count, term_count, limit = inputs
+    df = [sum(1 for c in candidates if term in c[4].split()) for term in index_terms(query)]
+    subset = [c for c in candidates if data.draw(st.booleans())]
+    expected = reference_rank(
+        query, subset, line_count=line_count, term_count=term_count, limit=limit, df=df, texts=text_of(text)
+    )
+    got = rank_candidates(
+        query, subset, line_count=line_count, term_count=term_count, limit=limit, df=df, texts=text_of(text)
+    )
+    assert got == expected
+
+
+def text_of(text: Mapping[int, tuple[str, str]]) -> Callable[[Sequence[int]], dict[int, tuple[str, str]]]:
+    return lambda ids: {i: text[i] for i in ids}

@@ -31,6 +31,8 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import compress, repeat
+from operator import add, ge, mul, neg, sub
 from typing import Final, Protocol
 
 from attrs import evolve, field, frozen
@@ -465,7 +467,9 @@ def rank_candidates(
     Candidates carry no text: ``texts(line ids)`` returns each line's text and its
     document's digest, and is asked only for the lines that need it (those that
     may hold the query's phrase, best first, until ``limit`` are confirmed, and
-    the lines returned).
+    the lines returned). A candidate's index words are :func:`stored_line`'s for
+    its text (with the same ``max_chars``); ``(document id, line number)`` names
+    one candidate.
 
     :param line_count: indexed lines in the searched partitions and tiers.
     :param term_count: their total length in terms (for BM25's length norm).
@@ -476,43 +480,75 @@ def rank_candidates(
     wanted = index_terms(query, max_chars)
     if not wanted:
         return []
-    padded_terms = tuple(f" {t} " for t in wanted)
-    # Adjacent repeats ("very very") share a space, so str.count misses one: those are split and counted.
-    doubled = tuple(f" {t} {t} " for t in wanted)
-    indices = range(len(wanted))
-    rows: list[tuple[Candidate, list[int], int]] = []
-    masks: Counter[int] = Counter()
-    # How many candidate lines begin with each term, and which term each line begins with.
-    leading: Counter[int] = Counter()
-    for row in candidates:
-        padded = f" {row[4]} "
-        counts = [padded.count(t) for t in padded_terms]
-        mask = 0
-        for i in indices:
-            if counts[i]:
-                mask |= 1 << i
-                if doubled[i] in padded:
-                    counts[i] = padded.split().count(wanted[i])
-                if padded.startswith(padded_terms[i]):
-                    leading[i] += 1
-        if not mask:  # the index said it matched; trust only our own terms (P17)
-            continue
-        masks[mask] += 1
-        rows.append((row, counts, mask))
+    rows = candidates if isinstance(candidates, list) else list(candidates)
     if not rows:
         return []
-    held = [sum(n for mask, n in masks.items() if mask >> i & 1) for i in indices]
+    # The rules, line by line (BM25 over the query's terms with labels, the best neighbour,
+    # the document's coverage, phrase lines first), are those of the reference ranking in
+    # core/tests/test_search_ranking.py, which a test compares this with. Here they run a
+    # column at a time: each step is one pass of C-level iterators (map, zip, compress) over
+    # the candidates, arithmetic that depends on few values (a line's term counts and length,
+    # a document's terms) is done once per distinct value, and the neighbour signal only for
+    # lines that have a neighbour, all in the reference's order of operations, so every
+    # float equals the reference's.
+    n_terms = len(wanted)
+    indices = range(n_terms)
+    padded_terms = [f" {t} " for t in wanted]
+    line_ids, docs, labels, numbers, words, lengths = zip(*rows, strict=True)
+    padded = [f" {w} " for w in words]
+    n = len(padded)
+    # Each term's count in each line (one scan of each line), and the positions of the lines holding it.
+    counts: list[list[int]] = []
+    holders: list[list[int]] = []
+    holding: list[list[str]] = []
+    for i, term in enumerate(padded_terms):
+        column = list(map(str.count, padded, repeat(term, n)))
+        found = list(compress(range(n), column))
+        lines = list(map(padded.__getitem__, found))
+        if found:
+            twice = f"{term}{wanted[i]} "
+            if twice in "\n".join(lines):
+                # Twice in a row ("very very"): str.count misses one, as both share a space.
+                for j, line in zip(found, lines, strict=True):
+                    if twice in line:
+                        column[j] = line.split().count(wanted[i])
+        counts.append(column)
+        holders.append(found)
+        holding.append(lines)
+    if n_terms == 1:
+        kept = len(holders[0])
+    else:
+        kept = len(set().union(*holders))
+    if kept < n:  # the index said it matched; trust only our own terms (P17)
+        keep = [any(held) for held in zip(*counts, strict=True)]
+        return rank_candidates(
+            query,
+            list(compress(rows, keep)),
+            line_count=line_count,
+            term_count=term_count,
+            limit=limit,
+            texts=texts,
+            df=df,
+            max_chars=max_chars,
+        )
+    held = [len(found) for found in holders]
     if df is None:
         df = held
-    labels = [i for i in indices if leading[i] >= LABEL_MIN_LINES and 2 * leading[i] >= held[i]]
-    for row, counts, _mask in rows:
-        for i in labels:
-            if counts[i]:  # a label counts once, where it begins the line, and nowhere else
-                counts[i] = 1 if f"{row[4]} ".startswith(padded_terms[i][1:]) else 0
-    n_lines = max(line_count, len(rows))
+    # A term beginning many candidate lines labels them: it counts once, where it begins a line.
+    scored = list(counts)
+    label_terms: list[int] = []
+    for i in indices:
+        if held[i] >= LABEL_MIN_LINES:
+            begins = list(map(str.startswith, holding[i], repeat(padded_terms[i])))
+            leading = begins.count(True)
+            if leading >= LABEL_MIN_LINES and 2 * leading >= held[i]:
+                label_terms.append(i)
+                scored[i] = [0] * n
+                list(map(scored[i].__setitem__, compress(holders[i], begins), repeat(1)))
+    n_lines = max(line_count, n)
     avg_len = max(term_count, 1) / max(n_lines, 1)
     idf = [math.log(1.0 + (n_lines - d + 0.5) / (d + 0.5)) for d in df]
-    for i in labels:
+    for i in label_terms:
         idf[i] = LABEL_IDF
     best_possible = sum(idf) * (BM25_K1 + 1.0) or 1.0
     total_idf = sum(idf) or 1.0
@@ -520,59 +556,112 @@ def rank_candidates(
     norm_b = BM25_K1 * CANDIDATE_BM25_B / avg_len
     # Normalised up front: relative = sum(weight * tf / (tf + norm)), capped at 1.
     weight = [w * (BM25_K1 + 1.0) / best_possible for w in idf]
+    own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
 
-    relative: dict[tuple[int, int], float] = {}
-    covered: dict[int, int] = {}
-    for row, counts, mask in rows:
-        norm = norm_a + norm_b * row[5]
+    # A line's BM25 depends only on its term counts and its length: computed once per distinct pair.
+    shapes = list(zip(*scored, lengths, strict=True))
+    relative_of: dict[tuple[int, ...], float] = {}
+    own_of: dict[tuple[int, ...], float] = {}
+    for shape in set(shapes):
+        norm = norm_a + norm_b * shape[-1]
         score = 0.0
         for i in indices:
-            tf = counts[i]
+            tf = shape[i]
             if tf:
                 score += weight[i] * tf / (tf + norm)
-        relative[(row[1], row[3])] = score if score < 1.0 else 1.0
-        covered[row[1]] = covered.get(row[1], 0) | mask
-    doc_cover = {doc: sum(idf[i] for i in indices if mask >> i & 1) / total_idf for doc, mask in covered.items()}
-
-    own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
-    # Documents of a date the query names (none: no query date, the common case, costs nothing more).
-    dates = query_dates(query.text) if not _MONTH_PREFIXES.isdisjoint(t[:3] for t in query.phrase) else ()
-    dated: set[int] = set()
-    if dates:
-        labels_of = {row[1]: row[2] for row, _counts, _mask in rows}
-        dated = {doc for doc, label in labels_of.items() if names_date(dates, label)}
-    get = relative.get
-    everything = (1 << len(wanted)) - 1
-    # (-blended, label, line, line id): best first in natural order; phrase candidates kept apart.
-    maybe_phrase: list[tuple[float, str, int, int]] = []
-    terms_only: list[tuple[float, str, int, int]] = []
-    for row, _counts, mask in rows:
-        doc, number = row[1], row[3]
-        neighbour = max(
-            get((doc, number - 1), 0.0),
-            get((doc, number + 1), 0.0),
-            SECOND_NEIGHBOUR * get((doc, number - 2), 0.0),
-            SECOND_NEIGHBOUR * get((doc, number + 2), 0.0),
+        relative_of[shape] = score = score if score < 1.0 else 1.0
+        own_of[shape] = own_weight * score
+    # A document's coverage: the idf of the query terms its candidate lines hold, by the set of them.
+    masks = dict.fromkeys(docs, 0)
+    for i, found in enumerate(holders):
+        bit = 1 << i
+        for doc in set(map(docs.__getitem__, found)):
+            masks[doc] |= bit
+    cover_of: dict[int, float] = {}
+    for mask in set(masks.values()):
+        cover_of[mask] = sum(idf[i] for i in indices if mask >> i & 1) / total_idf
+    doc_cover = {doc: cover_of[mask] for doc, mask in masks.items()}
+    weighted_cover = {doc: DOCUMENT_WEIGHT * cover for doc, cover in doc_cover.items()}
+    # The neighbour signal: the best of the candidate lines one and two away in the same document.
+    # Keys doc * span + line: a document's lines, and those up to two lines beyond them, never meet
+    # another document's lines.
+    span = max(numbers) - min(numbers) + 5
+    keys = list(map(add, map(mul, docs, repeat(span)), numbers))
+    relative = dict(zip(keys, map(relative_of.__getitem__, shapes), strict=True))
+    ordered = sorted(keys)
+    close = list(map(ge, repeat(2), map(sub, ordered[1:], ordered[:-1])))
+    at: Sequence[int] = range(n)
+    near: Sequence[int] = keys
+    if 4 * close.count(True) >= n:  # most lines have a candidate within two lines: computed for every line
+        blended = [0.0] * n
+    else:
+        # The others have none: own_weight * relative + NEIGHBOUR_WEIGHT * 0.0 + DOCUMENT_WEIGHT * cover,
+        # and x + NEIGHBOUR_WEIGHT * 0.0 == x.
+        blended = list(map(add, map(own_of.__getitem__, shapes), map(weighted_cover.__getitem__, docs)))
+        with_one = set(compress(ordered[1:], close)).union(compress(ordered, close))
+        at = list(compress(range(n), map(with_one.__contains__, keys)))
+        near = list(map(keys.__getitem__, at))
+    if at:
+        get = relative.get
+        neighbour = map(
+            max,
+            map(get, map(sub, near, repeat(1)), repeat(0.0)),
+            map(get, map(add, near, repeat(1)), repeat(0.0)),
+            map(mul, repeat(SECOND_NEIGHBOUR), map(get, map(sub, near, repeat(2)), repeat(0.0))),
+            map(mul, repeat(SECOND_NEIGHBOUR), map(get, map(add, near, repeat(2)), repeat(0.0))),
         )
-        blended = own_weight * relative[(doc, number)] + NEIGHBOUR_WEIGHT * neighbour + DOCUMENT_WEIGHT * doc_cover[doc]
-        if doc in dated:
-            blended += DATE_WEIGHT
-        # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
-        blended = min(max(blended, 1e-5), 1.0)
-        (maybe_phrase if mask == everything else terms_only).append((-blended, row[2], number, row[0]))
+        own = map(mul, repeat(own_weight), map(relative.__getitem__, near))
+        cover = map(weighted_cover.__getitem__, map(docs.__getitem__, at))
+        with_neighbour = map(add, map(add, own, map(mul, repeat(NEIGHBOUR_WEIGHT), neighbour)), cover)
+        list(map(blended.__setitem__, at, with_neighbour))
+    # Lines of documents of a date the query names (none: no query date, the common case, costs nothing more).
+    dates = query_dates(query.text) if not _MONTH_PREFIXES.isdisjoint(t[:3] for t in query.phrase) else ()
+    if dates:
+        dated = {doc for doc, label in dict(zip(docs, labels, strict=True)).items() if names_date(dates, label)}
+        for i, doc in enumerate(docs):
+            if doc in dated:
+                blended[i] += DATE_WEIGHT
+    # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
+    if min(blended) < 1e-5 or max(blended) > 1.0:
+        blended = list(map(min, map(max, blended, repeat(1e-5)), repeat(1.0)))
 
-    # Only a line holding every query term can hold the phrase: read and tokenise those,
-    # best first, until `limit` of them hold it (or none are left).
-    maybe_phrase.sort()
+    # Only a line holding every query term, and their index words in the phrase's order, can hold
+    # the phrase: read and tokenise those, best first, until `limit` of them hold it (or none are left).
+    if n_terms == 1:
+        every = holders[0]
+    else:
+        every = sorted(set(holders[0]).intersection(*holders[1:]))
+    phrase_words = f" {' '.join(_token_term(t, max_chars) for t in query.phrase)} "
+    maybe: list[int] = []
+    if phrase_words in padded_terms:  # a one-word phrase: every line holding the terms holds its word
+        maybe = every
+    elif query.phrase:
+        maybe = list(compress(every, map(str.__contains__, map(padded.__getitem__, every), repeat(phrase_words))))
+    # (-blended, label, line, line id): best first in natural order.
+    maybe_phrase = sorted(_entries(maybe, blended, labels, numbers, line_ids))
+    # Of the other lines, only those at least as good as the limit-th best can be among the best `limit`.
+    others = blended
+    if maybe:
+        others = list(blended)
+        list(map(others.__setitem__, maybe, repeat(-1.0)))  # scores are above 0: -1 is never chosen
+    chosen: Sequence[int] = range(n)
+    if n - len(maybe) > limit:
+        floor = sorted(others)[-max(limit, 1)]
+        chosen = list(compress(range(n), map(ge, others, repeat(floor))))
+    elif maybe:
+        chosen = list(compress(range(n), map(ge, others, repeat(0.0))))
+    terms_only = _entries(chosen, blended, labels, numbers, line_ids)
     phrase_hits: list[tuple[float, str, int, int]] = []
     line_text: dict[int, tuple[str, str]] = {}
-    for start in range(0, len(maybe_phrase), max(limit, 1)):
+    phrase = query.phrase
+    size = max(limit, 1)
+    for start in range(0, len(maybe_phrase), size):
         if len(phrase_hits) >= limit:
             break
-        batch = maybe_phrase[start : start + max(limit, 1)]
+        batch = maybe_phrase[start : start + size]
         line_text.update(texts([item[3] for item in batch]))
         for negated, label, number, lid in batch:
-            if contains_phrase(tokenize(line_text[lid][0]), query.phrase):
+            if _holds_phrase(line_text[lid][0].casefold(), phrase):
                 phrase_hits.append((PHRASE_FLOOR - (1.0 - PHRASE_FLOOR) * negated, label, number, lid))
             else:
                 terms_only.append((negated, label, number, lid))
@@ -581,8 +670,8 @@ def rank_candidates(
     missing = [item[3] for item in best_terms if item[3] not in line_text]
     if missing:
         line_text.update(texts(missing))
-    scored = phrase_hits + [(-TERM_CEILING * neg, label, number, lid) for neg, label, number, lid in best_terms]
-    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
+    ranked = phrase_hits + [(-TERM_CEILING * neg, label, number, lid) for neg, label, number, lid in best_terms]
+    ranked.sort(key=lambda item: (-item[0], item[1], item[2]))
     return [
         RecallSnippet(
             source=source,
@@ -591,5 +680,54 @@ def rank_candidates(
             score=round(score, 6),
             digest=line_text[lid][1],
         )
-        for score, source, number, lid in scored[:limit]
+        for score, source, number, lid in ranked[:limit]
     ]
+
+
+def _entries(
+    at: Sequence[int], blended: Sequence[float], labels: Sequence[str], numbers: Sequence[int], ids: Sequence[int]
+) -> list[tuple[float, str, int, int]]:
+    """``(-blended, label, line, line id)`` of the candidates at positions ``at``."""
+    return list(
+        zip(
+            map(neg, map(blended.__getitem__, at)),
+            map(labels.__getitem__, at),
+            map(numbers.__getitem__, at),
+            map(ids.__getitem__, at),
+            strict=True,
+        )
+    )
+
+
+def _is_word(char: str) -> bool:
+    """Whether ``char`` is a word character of :func:`tokenize` (``\\w``: alphanumeric or ``_``)."""
+    return char.isalnum() or char == "_"
+
+
+def _holds_phrase(text: str, phrase: Sequence[str]) -> bool:
+    """Whether :func:`tokenize` finds ``phrase`` consecutively in case-folded ``text``
+    (:func:`contains_phrase` on its tokens), without tokenising the whole text.
+
+    A token is a maximal run of word characters: the phrase's first token is looked up
+    where it is such a run, and each next token must be the run after the non-word
+    characters that follow.
+    """
+    if not phrase:
+        return False
+    first, end_of_text = phrase[0], len(text)
+    at = text.find(first)
+    while at >= 0:
+        end = at + len(first)
+        if (at == 0 or not _is_word(text[at - 1])) and (end == end_of_text or not _is_word(text[end])):
+            for token in phrase[1:]:
+                while end < end_of_text and not _is_word(text[end]):
+                    end += 1
+                if not text.startswith(token, end):
+                    break
+                end += len(token)
+                if end < end_of_text and _is_word(text[end]):
+                    break
+            else:
+                return True
+        at = text.find(first, at + 1)
+    return False
