@@ -695,8 +695,9 @@ def tail_start(old: str) -> int:
         else:
             need -= len("".join(line.split()))
         pos = start
-    comment = old.find("<!--", max(0, len(old) - _COMMENT_REACH))
-    if comment != -1 and comment < pos:
+    # Only a "<!--" that starts before the window matters: the search stops there.
+    comment = old.find("<!--", max(0, len(old) - _COMMENT_REACH), pos + 3)
+    if comment != -1:
         pos = old.rfind("\n", 0, comment) + 1
     while pos > 0:
         previous = old.rfind("\n", 0, pos - 1) + 1
