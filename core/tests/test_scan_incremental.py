@@ -37,7 +37,9 @@ def _sha(text: str) -> str:
 
 
 def _line(n: int) -> str:
-    return f"Melanie: day {n}, the kids loved the museum trip — ünïcode {n * 7}.\n"
+    """About 500 characters: a dozen appends cross STATE_MIN_CHARS (short bodies are hashed whole, longer
+    ones continue the kept state)."""
+    return f"Melanie: day {n}, the kids loved the museum trip — ünïcode {n * 7}. " + "We walked along. " * 25 + "\n"
 
 
 @pytest.mark.parametrize("cache_size", [4096, 2, 1])
@@ -92,7 +94,7 @@ def test_p30_the_append_verdicts_digest_is_the_final_bodys(given_digest: bool) -
     scanner = BuiltinScanner()
     body = ""
     digest = ""
-    for n in range(6):
+    for n in range(12):
         digest, finding = scanner._append_verdict(body, _line(n), digest if given_digest else "")
         body += _line(n)
         assert (digest, finding) == (_sha(body), None)

@@ -52,7 +52,9 @@ def check_stored(body: str, digest: str = "") -> None:
     write lock or in the write transaction, and before writing anything; for a
     document that does not exist yet, with ``""``. ``digest`` is the body's
     sha256 (:func:`~memvault.contract.models.body_sha256`) when the provider
-    keeps it; pass ``""`` rather than computing it. Calling it for a
+    keeps it; pass ``""`` rather than computing it. The scanner trusts it:
+    it finds the body's cached verdict by it, and continues the sha256 it
+    kept for that body to get the final body's digest. Calling it for a
     ``replace`` is harmless (no check is installed for one).
 
     :raises ContentRejected: when the final body (``body`` plus the request's
