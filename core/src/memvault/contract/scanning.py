@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Final
 
 __all__ = ["StoredCheck", "check_stored", "current_stored_check", "stored_check"]
@@ -81,11 +81,21 @@ def current_stored_check() -> StoredCheck:
     return _CHECK.get() or _no_check
 
 
-@contextlib.contextmanager
-def stored_check(check: StoredCheck) -> Iterator[None]:
+class _Installed:
+    """The ``with`` block :func:`stored_check` returns (a class, not a generator: it runs on every append)."""
+
+    __slots__ = ("_check", "_token")
+
+    def __init__(self, check: StoredCheck) -> None:
+        self._check = check
+
+    def __enter__(self) -> None:
+        self._token = _CHECK.set(self._check)
+
+    def __exit__(self, *exc: object) -> None:
+        _CHECK.reset(self._token)
+
+
+def stored_check(check: StoredCheck) -> contextlib.AbstractContextManager[None]:
     """Install ``check`` for the provider calls made inside the ``with`` block (the scanner's side)."""
-    token = _CHECK.set(check)
-    try:
-        yield
-    finally:
-        _CHECK.reset(token)
+    return _Installed(check)
