@@ -199,3 +199,28 @@ def test_check_stored_outside_a_scanned_retain_does_nothing() -> None:
     thread.start()
     thread.join()
     assert "no_check" in seen[0]
+
+
+def test_stored_check_installs_for_its_block_only_nested_and_on_errors() -> None:
+    """Each ``with`` block installs its check and restores the one before it, also when the block raises."""
+    seen: list[str] = []
+
+    def outer(body: str, digest: str) -> None:
+        seen.append(f"outer:{body}")
+
+    def inner(body: str, digest: str) -> None:
+        seen.append(f"inner:{body}")
+
+    def failing_write() -> None:
+        with stored_check(inner):
+            check_stored("b")
+            assert current_stored_check() is inner
+            raise RuntimeError("the write failed")
+
+    with stored_check(outer):
+        check_stored("a")
+        with pytest.raises(RuntimeError, match="the write failed"):
+            failing_write()
+        check_stored("c")
+    check_stored("d")  # nothing installed any more
+    assert seen == ["outer:a", "inner:b", "outer:c"]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Final
 
 __all__ = ["StoredCheck", "check_stored", "current_stored_check", "stored_check"]
@@ -52,7 +52,9 @@ def check_stored(body: str, digest: str = "") -> None:
     write lock or in the write transaction, and before writing anything; for a
     document that does not exist yet, with ``""``. ``digest`` is the body's
     sha256 (:func:`~memvault.contract.models.body_sha256`) when the provider
-    keeps it; pass ``""`` rather than computing it. Calling it for a
+    keeps it; pass ``""`` rather than computing it. The scanner trusts it:
+    it finds the body's cached verdict by it, and continues the sha256 it
+    kept for that body to get the final body's digest. Calling it for a
     ``replace`` is harmless (no check is installed for one).
 
     :raises ContentRejected: when the final body (``body`` plus the request's
@@ -79,11 +81,21 @@ def current_stored_check() -> StoredCheck:
     return _CHECK.get() or _no_check
 
 
-@contextlib.contextmanager
-def stored_check(check: StoredCheck) -> Iterator[None]:
+class _Installed:
+    """The ``with`` block :func:`stored_check` returns (a class, not a generator: it runs on every append)."""
+
+    __slots__ = ("_check", "_token")
+
+    def __init__(self, check: StoredCheck) -> None:
+        self._check = check
+
+    def __enter__(self) -> None:
+        self._token = _CHECK.set(self._check)
+
+    def __exit__(self, *exc: object) -> None:
+        _CHECK.reset(self._token)
+
+
+def stored_check(check: StoredCheck) -> contextlib.AbstractContextManager[None]:
     """Install ``check`` for the provider calls made inside the ``with`` block (the scanner's side)."""
-    token = _CHECK.set(check)
-    try:
-        yield
-    finally:
-        _CHECK.reset(token)
+    return _Installed(check)

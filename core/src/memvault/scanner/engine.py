@@ -662,6 +662,8 @@ TAIL_CONTEXT: Final = 160  # more than any phrase rule spans (about 100 non-spac
 _COMMENT_REACH: Final = 440
 _BASE64_LINE: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}\r?")
 _BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/_-]{20}")
+#: The ASCII characters ``str.split()`` splits on.
+_ASCII_SPACE: Final = bytes(b for b in range(128) if chr(b).isspace())
 
 
 def _ends_in_base64(text: str, start: int, end: int) -> bool:
@@ -687,10 +689,15 @@ def tail_start(old: str) -> int:
     pos, need = len(old), TAIL_CONTEXT
     while pos > 0 and need > 0:
         start = old.rfind("\n", 0, pos - 1) + 1
-        need -= len("".join(old[start:pos].split()))
+        line = old[start:pos]
+        if line.isascii():  # its non-space characters: the bytes left once the whitespace is deleted
+            need -= len(line.encode("ascii").translate(None, _ASCII_SPACE))
+        else:
+            need -= len("".join(line.split()))
         pos = start
-    comment = old.find("<!--", max(0, len(old) - _COMMENT_REACH))
-    if comment != -1 and comment < pos:
+    # Only a "<!--" that starts before the window matters: the search stops there.
+    comment = old.find("<!--", max(0, len(old) - _COMMENT_REACH), pos + 3)
+    if comment != -1:
         pos = old.rfind("\n", 0, comment) + 1
     while pos > 0:
         previous = old.rfind("\n", 0, pos - 1) + 1

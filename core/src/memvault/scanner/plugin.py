@@ -62,6 +62,11 @@ __all__ = ["CACHE_SIZE", "BuiltinScanner", "builtin_scanner"]
 
 #: How many verdicts one scanner keeps (by body sha256).
 CACHE_SIZE: Final = 4096
+#: How many sha256 states of appended bodies one scanner keeps, so the next append hashes only its content.
+STATES_SIZE: Final = 1024
+#: The shortest body whose sha256 state is kept: keeping (copying, freeing) a state costs about what
+#: hashing 1-2 KB does, so shorter bodies are hashed again instead.
+STATE_MIN_CHARS: Final = 4096
 _UNKNOWN: Final = Finding(category="", pattern="", form="", excerpt="")
 
 
@@ -93,6 +98,9 @@ class BuiltinScanner:
         )
         self._cache: OrderedDict[str, Finding | None] = OrderedDict()
         self._cache_size = cache_size
+        # sha256 states of the bodies appends produced, by digest (insertion order; the oldest go first).
+        self._states: OrderedDict[str, Any] = OrderedDict()
+        self._states_size = max(1, min(cache_size, STATES_SIZE))
         self._lock = threading.Lock()
         self._provider = "?"
         self._read: Any = None
@@ -128,12 +136,14 @@ class BuiltinScanner:
                 return self._cache[digest]
         return _UNKNOWN
 
-    def _remember(self, digest: str, finding: Finding | None) -> Finding | None:
+    def _remember(self, digest: str, finding: Finding | None, state: Any = None) -> Finding | None:
         with self._lock:
             self.scans += 1
             self._cache[digest] = finding
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
+            if state is not None:
+                self._keep_state(digest, state)
         return finding
 
     def _append_verdict(self, old: str, content: str, old_digest: str = "") -> tuple[str, Finding | None]:
@@ -146,22 +156,46 @@ class BuiltinScanner:
         whole lines, so a match in ``old + content`` that is not in the clean
         ``old`` starts inside :func:`tail_start`'s window. Only for the builtin
         rules (a custom scan function gets the whole body).
+
+        The final digest continues the sha256 state kept for ``old_digest`` when
+        this scanner produced that body's digest itself (the previous append)
+        and the body is at least :data:`STATE_MIN_CHARS` long, so a long ``old``
+        is not hashed again: an append costs hashing its content, not the
+        whole document.
         """
-        body_hash = hashlib.sha256(old.encode("utf-8"))
-        if not old_digest:
-            old_digest = body_hash.hexdigest()
+        state = None
+        if old_digest and len(old) >= STATE_MIN_CHARS:
+            with self._lock:
+                state = self._states.get(old_digest)
+        if state is not None:
+            body_hash = state.copy()
+        else:
+            body_hash = hashlib.sha256(old.encode("utf-8"))
+            if not old_digest:
+                old_digest = body_hash.hexdigest()
         body_hash.update(content.encode("utf-8"))
         digest = body_hash.hexdigest()
-        cached = self._cached(digest)
-        if cached is not _UNKNOWN:
-            return digest, cached
         with self._lock:
+            cached = self._cache.get(digest, _UNKNOWN)
+            if cached is not _UNKNOWN:
+                self._cache.move_to_end(digest)
+                if len(old) + len(content) >= STATE_MIN_CHARS:
+                    self._keep_state(digest, body_hash)
+                return digest, cached
             old_clean = bool(old) and self._cache.get(old_digest, _UNKNOWN) is None
         if self._builtin and old_clean:
             finding = self._scan(old[tail_start(old) :] + content)
         else:
             finding = self._scan(old + content)
-        return digest, self._remember(digest, finding)
+        return digest, self._remember(
+            digest, finding, body_hash if len(old) + len(content) >= STATE_MIN_CHARS else None
+        )
+
+    def _keep_state(self, digest: str, state: Any) -> None:
+        """Keep the sha256 state of the body ``digest`` names, for the next append to it (under the lock)."""
+        self._states[digest] = state
+        if len(self._states) > self._states_size:
+            self._states.popitem(last=False)
 
     def _bound(self, caller: Any, hook: str) -> Any:
         if caller is None:
