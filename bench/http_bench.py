@@ -194,7 +194,7 @@ def main() -> None:
             f"Python {platform.python_version()}, {platform.system()}. Loopback (127.0.0.1).",
             f"Data: one agent partition, 2,000 lines in 20 daily documents; query {QUERY!r}, limit 10 "
             "(the same hits on every path).",
-            f"Server: {server_stack()} (`pip install memvault-http-remote[fast]` adds httptools and uvloop).",
+            f"Server: {server_stack()} (httptools and uvloop are dependencies on CPython).",
             f"Latency: {args.rounds} interleaved rounds x {args.calls} sequential calls per path "
             f"({args.rounds * args.calls} samples each). Load average when run: "
             f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (on 2 cores: the machine was shared).",

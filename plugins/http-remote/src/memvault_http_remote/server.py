@@ -23,7 +23,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-try:  # the optional `memvault-http-remote[fast]` extra: uvicorn's C parser (and uvloop, which uvicorn picks itself)
+try:  # a dependency on CPython: uvicorn's C parser (and uvloop, which uvicorn picks itself)
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # pragma: no cover - depends on the environment
     HttpToolsProtocol = None  # type: ignore[assignment,misc]
@@ -113,8 +113,8 @@ if HttpToolsProtocol is not None:
 def http_protocol() -> type[asyncio.Protocol]:
     """The HTTP/1.1 protocol the service runs: httptools' C parser when installed, else h11.
 
-    Both answer malformed HTTP with the service's typed 400 body. httptools (the
-    ``[fast]`` extra) cuts the server's CPU per request; see docs/performance.md.
+    Both answer malformed HTTP with the service's typed 400 body. httptools (a
+    dependency on CPython) cuts the server's CPU per request; see docs/performance.md.
     """
     return _PROTOCOL
 
