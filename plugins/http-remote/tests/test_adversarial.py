@@ -214,6 +214,82 @@ def test_a_stalled_upload_ends_with_a_typed_408_after_the_body_timeout(server: S
     assert json.loads(body)["error"]["type"] == "InvalidRequest"
 
 
+def _connect(url: str, head: bytes) -> socket.socket:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=BODY_TIMEOUT + 10)
+    sock.sendall(head)
+    return sock
+
+
+def _answer_and_time(sock: socket.socket, started: float) -> tuple[bytes, float]:
+    """Everything the service sends until it closes the connection, and when it closed it."""
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    finally:
+        sock.close()
+    return data, time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"POST /v1/recall HTTP/1.1\r\nHost: x\r\nAuthorization: Bear", b"GET /v1/hea", b""],
+    ids=["partial-headers", "partial-request-line", "nothing"],
+)
+def test_a_connection_whose_request_head_stalls_is_closed_after_the_body_timeout(
+    server: ServerProcess, head: bytes
+) -> None:
+    # Before: uvicorn kept such a connection open for ever, so one caller without a token
+    # could hold every file descriptor of the service.
+    started = time.monotonic()
+    data, took = _answer_and_time(_connect(server.url, head), started)
+    assert BODY_TIMEOUT - 0.5 < took < BODY_TIMEOUT + 3
+    if head:
+        status_line, _, body = data.partition(b"\r\n\r\n")
+        assert status_line.startswith(b"HTTP/1.1 408")
+        error = json.loads(body)["error"]
+        assert (error["type"], error["field"]) == ("InvalidRequest", "headers")
+        assert "server.body_timeout" in error["message"]
+    else:
+        assert data == b""  # nothing was asked: the connection is closed without an answer
+
+
+def test_200_stalled_request_heads_cannot_stall_another_tenant_or_health(server: ServerProcess) -> None:
+    attackers = [_connect(server.url, b"POST /v1/recall HTTP/1.1\r\nHost: x\r\n") for _ in range(200)]
+    try:
+        with httpx.Client(base_url=server.url, timeout=5) as other:
+            for _ in range(3):
+                started = time.monotonic()
+                recall = other.post("/v1/recall", json=valid_bodies("tenant-b")["/v1/recall"], headers=_bearer(B))
+                assert recall.status_code == 200, recall.text
+                assert time.monotonic() - started < 1.0
+                assert other.get("/v1/health").json()["ok"] is True
+        started = time.monotonic()
+        closed = [_answer_and_time(sock, started) for sock in attackers]
+    finally:
+        for sock in attackers:
+            sock.close()
+    assert all(data.startswith(b"HTTP/1.1 408") for data, _ in closed)
+    assert max(took for _, took in closed) < BODY_TIMEOUT + 3
+
+
+def test_a_slow_but_timely_request_head_is_answered(server: ServerProcess) -> None:
+    body = json.dumps(valid_bodies("tenant-b")["/v1/recall"]).encode()
+    head = (
+        b"POST /v1/recall HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {B}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+    )
+    sock = _connect(server.url, b"")
+    for start in range(0, len(head), 16):  # the head in pieces over about a third of the timeout
+        sock.sendall(head[start : start + 16])
+        time.sleep(BODY_TIMEOUT / 3 / (len(head) / 16))
+    sock.sendall(body)
+    data, _ = _answer_and_time(sock, time.monotonic())
+    assert data.startswith(b"HTTP/1.1 200"), data[:200]
+    assert b"tea of tenant-b" in data
+
+
 # -- malformed bodies and headers -----------------------------------------------------
 
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 import pytest
 from mcp_support import DANA_TOKEN, EVE_TOKEN, INJECTION, OTHER_TOKEN, HttpServer, run, text_of
+
+from memvault_mcp.server import HEAD_TIMEOUT
 
 WRITE = {"tier": "AGENT", "content": "Prefers metric units.\n", "mode": "append"}
 
@@ -148,3 +153,34 @@ def test_http_a_stateful_session_answers_only_the_token_that_opened_it(http_serv
     response = run(session)
     assert response.status_code == 404
     assert "quarterly" not in response.text
+
+
+def _raw(url: str, head: bytes, more: bytes = b"", repeat: int = 0) -> tuple[bytes, float]:
+    """Send ``head`` (then ``more`` ``repeat`` times) and read until the server closes; the answer and when."""
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=20) as sock:
+        started = time.monotonic()
+        sock.sendall(head)
+        try:
+            for _ in range(repeat):
+                sock.sendall(more)
+        except OSError:  # the server closed the connection while we were still sending
+            pass
+        data = b""
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except OSError:
+            pass
+        return data, time.monotonic() - started
+
+
+def test_http_a_stalled_request_head_is_closed_with_a_408(http_server: HttpServer) -> None:
+    data, took = _raw(http_server.url, b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthoriz")
+    assert data.startswith(b"HTTP/1.1 408")
+    assert HEAD_TIMEOUT - 0.5 < took < HEAD_TIMEOUT + 5
+
+
+def test_http_an_endless_request_head_is_refused_before_it_fills_memory(http_server: HttpServer) -> None:
+    data, _ = _raw(http_server.url, b"POST /mcp HTTP/1.1\r\nHost: x\r\nX-Long: ", b"a" * 4096, repeat=2048)
+    assert data.startswith(b"HTTP/1.1 400")

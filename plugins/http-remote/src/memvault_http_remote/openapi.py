@@ -380,7 +380,7 @@ _ERROR_TEXT: Final = {
     "400": "InvalidRequest: bad JSON (lone surrogates, integers over 4300 digits) or a request breaking the contract",
     "401": "Unauthorized: no bearer token, or an unknown one",
     "403": "Unauthorized: the token is not bound to that workspace (existence is never revealed)",
-    "408": "InvalidRequest: the request body did not arrive within the body timeout (server.body_timeout)",
+    "408": "InvalidRequest: the request head or body did not arrive within the body timeout (server.body_timeout)",
     "409": "CapExceeded: the document would exceed its tier's cap",
     "413": "InvalidRequest: the body is over the service's limit",
     "422": "ContentRejected by the scanner, or NotSupported by the provider",

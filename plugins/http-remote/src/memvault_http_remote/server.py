@@ -34,7 +34,7 @@ from memvault_http_remote.app import create_app
 from memvault_http_remote.errorwire import encode_error
 from memvault_http_remote.settings import ServerSettings, TokenStore
 
-__all__ = ["bound_urls", "http_protocol", "is_loopback", "run_server"]
+__all__ = ["MAX_HEAD_BYTES", "bound_urls", "bounded_http_protocol", "http_protocol", "is_loopback", "run_server"]
 
 log = logging.getLogger("memvault.serve")
 _LOG_FORMAT: Final = "%(asctime)s memvault.serve %(levelname)s %(message)s"
@@ -61,19 +61,102 @@ def configure_logging() -> None:
     log.propagate = False
 
 
+#: The longest request head (request line and headers) either parser reads before it answers
+#: the typed 400 and closes: h11's own bound, which uvicorn keeps by default.
+MAX_HEAD_BYTES: Final = 16 * 1024
+
 _MALFORMED: Final = json.dumps(
     encode_error(
         InvalidRequest(
             "the request is not valid HTTP/1.1 (for example a negative, non-numeric or repeated "
-            "Content-Length, or a malformed header line): fix the client or the proxy in front of it",
+            "Content-Length, a malformed header line, or a request line and headers over "
+            f"{MAX_HEAD_BYTES // 1024} KiB): fix the client or the proxy in front of it",
             field="headers",
         )
     )
 ).encode("utf-8")
 
 
-class _TypedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, answering malformed HTTP with the service's typed JSON error body."""
+def _timeout_answer(timeout: float) -> bytes:
+    """The typed 408 a connection gets when its request head does not arrive in time."""
+    body = json.dumps(
+        encode_error(
+            InvalidRequest(
+                f"the request head did not arrive within {timeout:g} s (server.body_timeout): send it at once",
+                field="headers",
+            )
+        )
+    ).encode("utf-8")
+    return (
+        b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode("ascii")
+        + b"\r\nconnection: close\r\n\r\n"
+        + body
+    )
+
+
+class _HeadDeadline:
+    """A connection's next request head must arrive within ``head_timeout`` seconds.
+
+    Armed when the connection opens and when a request head begins, disarmed when
+    the head is complete; on expiry the connection gets the typed 408 (or, if it
+    sent nothing, is closed). Without it, uvicorn keeps a connection that sends a
+    partial head, or nothing at all, open for ever: an unauthenticated caller
+    could hold every file descriptor of the service. Idle keep-alive connections
+    between requests are uvicorn's own (``timeout_keep_alive``).
+    """
+
+    #: Seconds; ``run_server`` sets the service's ``body_timeout`` on its subclass.
+    head_timeout: float = 5.0
+    _head_timer: asyncio.TimerHandle | None = None
+    _head_begun = False
+
+    def _arm_head(self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, begun: bool) -> None:
+        self._head_begun = self._head_begun or begun
+        if self._head_timer is None:
+            self._head_timer = loop.call_later(self.head_timeout, self._head_expired, loop, transport)
+
+    def _disarm_head(self) -> None:
+        self._head_begun = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_expired(self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport) -> None:
+        self._head_timer = None
+        if transport.is_closing():
+            return
+        cycle = getattr(self, "cycle", None)
+        if cycle is not None and not cycle.response_complete:
+            # A pipelined head waits behind a request still being answered: its time starts after.
+            self._arm_head(loop, transport, begun=False)
+            return
+        if self._head_begun:
+            transport.write(_timeout_answer(self.head_timeout))
+        transport.close()
+
+
+class _TypedH11Protocol(_HeadDeadline, H11Protocol):
+    """uvicorn's h11 protocol, answering malformed HTTP with the service's typed JSON error body,
+    and bounding the time a request head may take (:class:`_HeadDeadline`)."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head(self.loop, transport, begun=False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.transport.is_closing():
+            self._disarm_head()
+        elif self.conn.their_state is h11.IDLE:
+            if self.conn.trailing_data[0]:  # part of a request head, waiting for the rest
+                self._arm_head(self.loop, self.transport, begun=True)
+        else:  # the head is complete: the body has its own deadline
+            self._disarm_head()
 
     def send_400_response(self, msg: str) -> None:
         headers = [
@@ -92,10 +175,50 @@ class _TypedH11Protocol(H11Protocol):
 
 _PROTOCOL: type[asyncio.Protocol] = _TypedH11Protocol
 
+
 if HttpToolsProtocol is not None:
 
-    class _TypedHttpToolsProtocol(HttpToolsProtocol):
-        """uvicorn's httptools protocol, answering malformed HTTP with the same typed JSON error body."""
+    class _TypedHttpToolsProtocol(_HeadDeadline, HttpToolsProtocol):
+        """uvicorn's httptools protocol, answering malformed HTTP with the same typed JSON error body,
+        and bounding the time a request head may take (:class:`_HeadDeadline`).
+
+        Unlike h11, httptools buffers a request head (the request line and the
+        headers) of any length: one endless header line would fill the server's
+        memory. Here the head is bounded like h11's (:data:`MAX_HEAD_BYTES`): the
+        bytes of every read that ends with the head still incomplete are counted,
+        and past the bound the connection gets the typed 400 and is closed. The
+        read in which a head begins is not counted (a pipelined request may begin
+        after another's body), so a head is held to the bound plus one read.
+        """
+
+        _head_open = False
+        _head_bytes = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_head(self.loop, transport, begun=False)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_head()
+            super().connection_lost(exc)
+
+        def on_message_begin(self) -> None:
+            self._head_open, self._head_bytes = True, 0
+            self._arm_head(self.loop, self.transport, begun=True)
+            super().on_message_begin()
+
+        def on_headers_complete(self) -> None:
+            self._head_open = False
+            self._disarm_head()
+            super().on_headers_complete()
+
+        def data_received(self, data: bytes) -> None:
+            counted = self._head_open
+            super().data_received(data)
+            if counted and self._head_open and not self.transport.is_closing():
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES:
+                    self.send_400_response("request head too large")
 
         def send_400_response(self, msg: str) -> None:
             self.transport.write(
@@ -117,6 +240,19 @@ def http_protocol() -> type[asyncio.Protocol]:
     dependency on CPython) cuts the server's CPU per request; see docs/performance.md.
     """
     return _PROTOCOL
+
+
+def bounded_http_protocol(head_timeout: float) -> type[asyncio.Protocol]:
+    """:func:`http_protocol` with request heads held to ``head_timeout`` seconds (and 16 KiB).
+
+    For every uvicorn server of memvault (``memvault serve``, ``memvault mcp``'s
+    streamable HTTP): uvicorn's own protocols keep a connection that sends a
+    partial head, or nothing, open for ever, and its httptools protocol reads a
+    head of any length.
+    """
+    if head_timeout <= 0:
+        raise ValueError(f"head_timeout must be positive, got {head_timeout!r}")
+    return type("_BoundedProtocol", (_PROTOCOL,), {"head_timeout": float(head_timeout)})
 
 
 class _Server(uvicorn.Server):
@@ -174,9 +310,11 @@ def run_server(vault: Vault, settings: ServerSettings, tokens: TokenStore) -> No
         lifespan="off",
         timeout_graceful_shutdown=int(max(1, settings.shutdown_grace)),
         limit_concurrency=None,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         # Our subclass of uvicorn's httptools or h11 protocol (never uvicorn's own): malformed
-        # HTTP gets the typed error body whichever parser runs.
-        http=http_protocol(),
+        # HTTP gets the typed error body whichever parser runs, and a request head has
+        # body_timeout seconds to arrive, as its body has.
+        http=bounded_http_protocol(settings.body_timeout),
     )
     server = _Server(config)
     auth = f"{len(tokens.entries)} token(s)" if tokens else "NO AUTH"

@@ -7,7 +7,7 @@
     port = 8765
     tokens_file = "tokens.toml"       # optional; entries add to the inline ones
     max_body_bytes = 1048576          # 413 above this, checked while the body streams
-    body_timeout = 5.0                # seconds for a whole request body to arrive; 408 past it
+    body_timeout = 5.0                # seconds for a request's head, then its whole body, to arrive; 408 past it
     request_timeout = 30.0            # seconds the provider may take per request; 504 past it
     max_concurrent = 64               # requests in flight in total; 503 past it
     max_per_token = 16                # requests in flight per token (per peer without tokens); 503 past it

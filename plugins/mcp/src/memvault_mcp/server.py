@@ -55,6 +55,8 @@ log = logging.getLogger("memvault.mcp")
 
 #: Where :class:`BearerTokens` puts the authenticated token entry in the ASGI scope.
 PRINCIPAL_SCOPE_KEY: Final = "memvault.token"
+#: Seconds a connection to the streamable HTTP server has to send a request's head (408 past it).
+HEAD_TIMEOUT: Final = 5.0
 _SESSION_HEADER: Final = "mcp-session-id"
 #: JSON-RPC "invalid params": a resource URI that names nothing this caller may read.
 _INVALID_PARAMS: Final = -32602
@@ -290,7 +292,7 @@ def run_http(
     """Serve streamable HTTP with uvicorn until SIGINT/SIGTERM; prints the bound address (also for port 0)."""
     import uvicorn
 
-    from memvault_http_remote.server import bound_urls
+    from memvault_http_remote.server import bound_urls, bounded_http_protocol
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -301,4 +303,8 @@ def run_http(
                 print(f"memvault mcp: listening on {url}{path} ({describe})", flush=True)
 
     app = http_app(service, tokens, host=host, path=path, open_principal=open_principal)
-    _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)).run()
+    # The service's own protocol: malformed HTTP gets a typed 400, and a request head must arrive
+    # within HEAD_TIMEOUT seconds and 16 KiB (uvicorn alone waits for ever and, on httptools,
+    # reads a head of any length).
+    protocol = bounded_http_protocol(HEAD_TIMEOUT)
+    _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http=protocol)).run()
