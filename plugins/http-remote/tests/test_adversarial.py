@@ -290,6 +290,19 @@ def test_a_slow_but_timely_request_head_is_answered(server: ServerProcess) -> No
     assert b"tea of tenant-b" in data
 
 
+def test_a_client_leaving_mid_body_is_one_log_line_not_a_traceback(server: ServerProcess) -> None:
+    before = len(server.stderr_lines)
+    for _ in range(3):
+        sock = _stalled(server.url, B)  # headers and '{' of a 1000-byte body
+        time.sleep(0.2)
+        sock.close()  # and gone
+    time.sleep(0.5)
+    logged = "\n".join(server.stderr_lines[before:])
+    assert "Traceback" not in logged
+    assert "unexpected error" not in logged
+    assert logged.count("POST /v1/recall 400") == 3, logged
+
+
 # -- malformed bodies and headers -----------------------------------------------------
 
 

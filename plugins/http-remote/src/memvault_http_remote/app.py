@@ -47,7 +47,7 @@ import anyio.to_thread
 from attrs import field, frozen
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -413,6 +413,10 @@ def _guard(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Reque
             return await handler(request)
         except _HttpError as exc:
             return _error_response(exc.status, exc.error, exc.headers)
+        except ClientDisconnect:
+            # The caller left before its body arrived: nothing to answer, nothing wrong with the
+            # service. The answer below is never delivered; the request's log line says 400.
+            return _error_response(400, InvalidRequest("the client disconnected before its body arrived", field="body"))
         except MemvaultError as exc:
             status = status_for(exc)
             if status == 500:
