@@ -82,6 +82,25 @@ def imports_of(module: str) -> list[tuple[str, int]]:
     return found
 
 
+def plugin_imports_of(module: str) -> list[tuple[str, int]]:
+    """Every import of a plugin distribution's package (``memvault_*``) in ``module``, wherever it stands."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        found += [(name, node.lineno) for name in names if name.split(".")[0].startswith("memvault_")]
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_the_core_imports_no_plugin_distribution(module: str) -> None:
+    # A provider brings what the core asks of it through registration (factory, scratch,
+    # checks): the core never reaches into a plugin's package, not even guarded by ImportError.
+    assert plugin_imports_of(module) == [], f"{module} imports a plugin's package"
+
+
 @pytest.mark.parametrize("module", INTERNAL)
 def test_every_module_belongs_to_a_layer(module: str) -> None:
     layer_of(module)

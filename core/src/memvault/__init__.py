@@ -87,7 +87,13 @@ from memvault.contract.models import (
     today_utc,
     validate_identifier,
 )
-from memvault.contract.registration import RegisterProvider, RegisterScanner, ScratchSettings
+from memvault.contract.registration import (
+    DoctorCheck,
+    RegisterProvider,
+    RegisterScanner,
+    ScratchSettings,
+    StoreChecks,
+)
 from memvault.contract.scanning import check_stored, current_stored_check
 from memvault.hooks.markers import hookimpl, hookspec
 from memvault.vault import (
@@ -107,6 +113,7 @@ __all__ = [
     "Capability",
     "CompactionFailed",
     "ContentRejected",
+    "DoctorCheck",
     "DocumentInfo",
     "ForgetRequest",
     "ForgetResult",
@@ -142,6 +149,7 @@ __all__ = [
     "ScopeContext",
     "ScratchSettings",
     "SlotOptions",
+    "StoreChecks",
     "StoredBody",
     "Tier",
     "Tool",

@@ -4,8 +4,9 @@ Each check gives a status (``ok``, ``warn`` or ``fail``), what it found, and
 for anything not ok, how to fix it. The checks: the Python version; the
 installed plugins and providers (load failures, name conflicts); each
 provider's health on a scratch instance; the config file; the configured
-provider opening and answering health; for a store kept in an SQLite file, its
-schema version and integrity (read-only); the free disk space where the store
+provider's own read-only checks of its store (``checks=`` at registration: the
+sqlite provider's give its file's schema version and integrity); the configured
+provider opening and answering health; the free disk space where the store
 lives.
 
 May import: the facade and every layer below it.
@@ -15,17 +16,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from attrs import frozen
-
 from memvault.config import find_config, load_config
 from memvault.contract.errors import MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.contract.registration import DoctorCheck
 from memvault.registry import get_registry
 from memvault.vault import open as open_vault
 
@@ -36,17 +35,10 @@ SUPPORTED: Final = ((3, 10), (3, 13))
 #: Below this much free space the store's disk is a failure; below WARN_FREE, a warning.
 FAIL_FREE: Final = 100 * 1024 * 1024
 WARN_FREE: Final = 1024 * 1024 * 1024
-_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 
 
-@frozen
-class Check:
-    """One finding."""
-
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
+#: One finding (the type providers' own checks return too).
+Check = DoctorCheck
 
 
 def _python() -> Check:
@@ -127,59 +119,34 @@ def _store_location(settings: Mapping[str, Any]) -> Path | None:
     return None
 
 
-def _sqlite_file(path: Path) -> Iterator[Check]:
-    """Schema version and integrity of an SQLite store, opened read-only."""
+def _provider_checks(name: str, settings: Mapping[str, Any]) -> Iterator[Check]:
+    """The configured provider's own read-only checks of its store (``checks=`` at registration)."""
     try:
-        with path.open("rb") as handle:
-            if handle.read(16) != _SQLITE_MAGIC:
-                return
-    except OSError:
+        info = get_registry().get(name)
+    except MemvaultError:
+        return  # an unknown provider: opening it below says so
+    if info.checks is None:
         return
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error as exc:
-        yield Check("database", "fail", f"{path}: cannot be opened read-only: {exc}", "check its permissions")
-        return
-    try:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        verdict = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
-    except sqlite3.Error as exc:
-        yield Check("database", "fail", f"{path}: {exc}", "restore it from a backup (see the sqlite provider's docs)")
-        return
-    finally:
-        conn.close()
-    known: int | None = None
-    try:
-        from memvault_sqlite import schema  # the bundled sqlite provider's own version, when installed
-
-        known = int(schema.SCHEMA_VERSION)
-    except ImportError:
-        pass
-    if known is not None and version > known:
+        found = list(info.checks(dict(settings)))
+    except Exception as exc:  # noqa: BLE001 - a plugin's bug must not end the doctor's report
         yield Check(
-            "schema",
+            f"store ({name})",
             "fail",
-            f"{path}: schema version {version}, newer than the {known} installed code knows",
-            "upgrade memvault-sqlite",
+            f"the provider's own checks failed: {type(exc).__name__}: {exc}",
+            f"report it to the authors of {info.distribution}",
         )
-    elif known is not None and version < known:
-        yield Check(
-            "schema",
-            "warn",
-            f"{path}: schema version {version}; {known} after the next open (it migrates)",
-            "back the file up first; the next open migrates it",
-        )
-    else:
-        yield Check("schema", "ok", f"{path}: schema version {version}")
-    if verdict == ["ok"]:
-        yield Check("integrity", "ok", f"{path}: quick_check ok")
-    else:
-        yield Check(
-            "integrity",
-            "fail",
-            f"{path}: {'; '.join(verdict[:3])}",
-            "stop the writers and restore the file from a backup",
-        )
+        return
+    for check in found:
+        if isinstance(check, DoctorCheck):
+            yield check
+        else:
+            yield Check(
+                f"store ({name})",
+                "fail",
+                f"the provider's own checks returned {check!r}, not a DoctorCheck",
+                f"report it to the authors of {info.distribution}",
+            )
 
 
 def _disk(where: Path) -> Check:
@@ -210,8 +177,7 @@ def _configured(config_path: str | None, options: Mapping[str, str], provider: s
     if name == "sqlite" and "path" not in settings:
         settings["path"] = "memvault.db"
     location = _store_location(settings)
-    if location is not None and location.is_file():
-        yield from _sqlite_file(location)
+    yield from _provider_checks(name, settings)
     if location is not None and not location.exists():
         # Opening would create it: the doctor looks, it never writes.
         yield Check(f"store ({name})", "ok", f"nothing stored yet at {location} (created on the first write)")

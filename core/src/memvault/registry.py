@@ -43,7 +43,7 @@ from attrs import field, frozen
 
 from memvault.contract.errors import InvalidRequest, PluginError, ProviderNotFound
 from memvault.contract.models import Capability
-from memvault.contract.registration import ScratchSettings
+from memvault.contract.registration import ScratchSettings, StoreChecks
 from memvault.hooks import lifecycle as lifecycle_specs
 from memvault.hooks import provider as provider_specs
 from memvault.hooks import registration as registration_specs
@@ -92,6 +92,7 @@ class ProviderInfo:
     capabilities: frozenset[str] = frozenset()
     scratch: ScratchSettings | None = None
     description: str = ""
+    checks: StoreChecks | None = None
 
 
 @frozen(kw_only=True)
@@ -220,6 +221,7 @@ class Registry:
             capabilities: Iterable[str] = (),
             scratch: ScratchSettings | None = None,
             description: str = "",
+            checks: StoreChecks | None = None,
         ) -> None:
             if not isinstance(pname, str) or not _PROVIDER_NAME.fullmatch(pname):
                 raise PluginError(
@@ -228,6 +230,11 @@ class Registry:
                 )
             if not callable(factory):
                 raise PluginError(f"plugin {name!r} registered a provider {pname!r} whose factory is not callable")
+            if checks is not None and not callable(checks):
+                raise PluginError(
+                    f"plugin {name!r} registered provider {pname!r} with checks={checks!r}: give a function "
+                    "of the provider's settings that returns DoctorCheck findings, or leave it out"
+                )
             taken = sorted(RESERVED_SETTINGS & set(_accepted_parameters(factory)[0]))
             if taken:
                 raise PluginError(
@@ -253,6 +260,7 @@ class Registry:
                 capabilities=caps,
                 scratch=scratch,
                 description=description,
+                checks=checks,
             )
 
         def register_scanner(sname: str, factory: Callable[..., object]) -> None:

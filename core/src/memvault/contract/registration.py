@@ -11,13 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-__all__ = ["RegisterProvider", "RegisterScanner", "ScratchSettings"]
+from attrs import frozen
+
+__all__ = ["DoctorCheck", "RegisterProvider", "RegisterScanner", "ScratchSettings", "StoreChecks"]
 
 #: Scratch settings: given an empty temporary directory, the settings that open
 #: a fresh, empty provider there (used by ``memvault parity`` and the suite).
 ScratchSettings = Callable[[Path], Mapping[str, Any]]
+
+
+@frozen
+class DoctorCheck:
+    """One finding of ``memvault doctor``: a name, ``ok``/``warn``/``fail``, what was found, how to fix it."""
+
+    name: str
+    status: Literal["ok", "warn", "fail"]
+    detail: str
+    fix: str = ""
+
+
+#: A provider's own read-only checks of its configured store, for ``memvault doctor``:
+#: given the provider's settings as configured, the findings (schema version,
+#: integrity, ...). They run before the doctor opens the store, and must never create
+#: or change anything (the doctor only looks).
+StoreChecks = Callable[[Mapping[str, Any]], Iterable[DoctorCheck]]
 
 
 class RegisterProvider(Protocol):
@@ -31,6 +50,7 @@ class RegisterProvider(Protocol):
         capabilities: Iterable[str] = (),
         scratch: ScratchSettings | None = None,
         description: str = "",
+        checks: StoreChecks | None = None,
     ) -> None:
         """Record one provider.
 
@@ -41,6 +61,8 @@ class RegisterProvider(Protocol):
         :param scratch: builds settings for a fresh, empty instance in a temporary
             directory, so ``memvault parity NAME`` works with no options.
         :param description: one line for ``memvault providers``.
+        :param checks: its own read-only checks of a configured store, which
+            ``memvault doctor`` runs for it (optional, added after the first release).
         """
 
 

@@ -22,9 +22,11 @@ if TYPE_CHECKING:
 def memvault_register_providers(register: RegisterProvider) -> None:
     """Register the providers this plugin offers.
 
-    Call ``register(name, factory, capabilities=..., scratch=...)`` once per
-    provider. A name another plugin already registered is an error naming both
-    plugins; nothing is renamed.
+    Call ``register(name, factory, capabilities=..., scratch=..., checks=...)``
+    once per provider. A name another plugin already registered is an error
+    naming both plugins; nothing is renamed. ``checks`` (optional) are the
+    provider's own read-only checks of a configured store, which
+    ``memvault doctor`` runs (see :data:`memvault.StoreChecks`).
 
     :param register: the callback that records one provider; see
         :class:`memvault.RegisterProvider`.

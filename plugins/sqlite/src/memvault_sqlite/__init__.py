@@ -11,6 +11,7 @@ from typing import Any
 
 from memvault.contract.registration import RegisterProvider
 from memvault.hooks.markers import hookimpl
+from memvault_sqlite.checks import store_checks
 from memvault_sqlite.provider import SqliteProvider
 
 __all__ = ["SqliteProvider", "memvault_register_providers"]
@@ -28,4 +29,5 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         capabilities=SqliteProvider.capabilities,
         scratch=_scratch,
         description="one SQLite file: WAL, line-level FTS5 index, erasure by data subject",
+        checks=store_checks,
     )
