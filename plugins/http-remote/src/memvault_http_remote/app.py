@@ -52,7 +52,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memvault.contract.errors import InvalidRequest, MemvaultError, Unauthorized, UpstreamError, UpstreamTimeout
+from memvault.contract.errors import (
+    InvalidRequest,
+    MemvaultError,
+    NotSupported,
+    Unauthorized,
+    UpstreamError,
+    UpstreamTimeout,
+)
 from memvault.contract.models import (
     ForgetRequest,
     HealthStatus,
@@ -379,8 +386,7 @@ class _Service:
         data = await self.read_json(request)
         self.authorize(entry, data)
         record = structure(data, QuarantineRecord, what="request body")
-        hook = self.vault.plugin_manager.hook.memvault_quarantine_keep
-        kept = await self.call(lambda: hook(record=record))
+        kept = await self.call(lambda: _unless_unsupported(lambda: self.vault.quarantine_keep(record), False))
         return JSONResponse({"kept": kept is True})
 
     async def quarantine_list(self, request: Request) -> Response:
@@ -388,8 +394,9 @@ class _Service:
         data = await self.read_json(request)
         self.authorize(entry, data)
         query = structure(data, _QuarantineList, what="request body")
-        hook = self.vault.plugin_manager.hook.memvault_quarantine_list
-        records = await self.call(lambda: hook(workspace_id=query.workspace_id))
+        records = await self.call(
+            lambda: _unless_unsupported(lambda: self.vault.quarantine_list(query.workspace_id), None)
+        )
         return JSONResponse({"records": None if records is None else [unstructure(r) for r in records]})
 
     async def quarantine_get(self, request: Request) -> Response:
@@ -397,12 +404,25 @@ class _Service:
         data = await self.read_json(request)
         self.authorize(entry, data)
         query = structure(data, _QuarantineGet, what="request body")
-        hook = self.vault.plugin_manager.hook.memvault_quarantine_get
-        record = await self.call(lambda: hook(workspace_id=query.workspace_id, sha256=query.sha256))
+        record = await self.call(
+            lambda: _unless_unsupported(lambda: self.vault.quarantine_get(query.workspace_id, query.sha256), None)
+        )
         return JSONResponse({"record": None if record is None else unstructure(record)})
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document())
+
+
+def _unless_unsupported(call: Callable[[], _T], otherwise: _T) -> _T:
+    """``call()`` through the facade, or ``otherwise`` when the provider keeps no quarantine copies.
+
+    The wire says "none kept" (``null``, ``false``) rather than an error: the
+    client's vault then raises its own :class:`NotSupported`, as a local vault would.
+    """
+    try:
+        return call()
+    except NotSupported:
+        return otherwise
 
 
 def _guard(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
