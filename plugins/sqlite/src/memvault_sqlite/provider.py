@@ -253,9 +253,10 @@ class SqliteProvider:
                     tier_values = tuple(t.value for t in tiers)
                     marks = ", ".join("?" * len(tier_values))
                     found = conn.execute(
-                        "SELECT p.id, coalesce(sum(d.line_count), 0), coalesce(sum(d.term_count), 0)"
-                        " FROM partitions AS p LEFT JOIN documents AS d"
-                        f" ON d.partition_id = p.id AND d.tier IN ({marks})"
+                        # The totals the triggers keep per tier (schema v6): one row per tier searched.
+                        "SELECT p.id, coalesce(sum(s.line_count), 0), coalesce(sum(s.term_count), 0)"
+                        " FROM partitions AS p LEFT JOIN tier_stats AS s"
+                        f" ON s.partition_id = p.id AND s.tier IN ({marks})"
                         " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? GROUP BY p.id",
                         (*tier_values, partition.workspace_id, partition.kind, partition.owner_id),
                     ).fetchone()

@@ -18,6 +18,10 @@ Version history:
   wrote to it, contract P13; ``documents.data_subject_id`` is no longer used and
   left empty) and ``pending_erasures`` (erasures whose rows are deleted but whose
   bytes may still be in the write-ahead log, contract P24).
+* **6**: ``tier_stats``, each partition's and tier's indexed lines and terms
+  (the sums of its documents' ``line_count`` and ``term_count``), kept by
+  triggers on ``documents``, so a recall's BM25 statistics cost one row per
+  tier, not one per document of a long history.
 
 A migration runs inside one ``BEGIN IMMEDIATE`` transaction, so concurrent
 openers wait for it and a failed migration leaves the old version intact.
@@ -47,7 +51,7 @@ __all__ = [
     "tag_document",
 ]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 #: A line's rowid is ``partition_id << LINE_BITS | sequence``: the lines of one
 #: partition form one contiguous rowid range, which FTS5 seeks to directly.
 LINE_BITS: Final = 32
@@ -319,6 +323,46 @@ def _from_v4(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE documents SET data_subject_id = '' WHERE data_subject_id != ''")
 
 
+#: Schema v6, one statement each (a migration runs them inside its own transaction).
+_V6: Final = (
+    """CREATE TABLE tier_stats (
+    partition_id INTEGER NOT NULL,
+    tier TEXT NOT NULL,
+    line_count INTEGER NOT NULL DEFAULT 0,
+    term_count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (partition_id, tier)
+) WITHOUT ROWID""",
+    """CREATE TRIGGER tier_stats_on_insert AFTER INSERT ON documents BEGIN
+    INSERT INTO tier_stats (partition_id, tier, line_count, term_count)
+    VALUES (new.partition_id, new.tier, new.line_count, new.term_count)
+    ON CONFLICT (partition_id, tier) DO UPDATE
+    SET line_count = line_count + excluded.line_count, term_count = term_count + excluded.term_count;
+END""",
+    """CREATE TRIGGER tier_stats_on_update AFTER UPDATE OF partition_id, tier, line_count, term_count ON documents BEGIN
+    UPDATE tier_stats SET line_count = line_count - old.line_count, term_count = term_count - old.term_count
+    WHERE partition_id = old.partition_id AND tier = old.tier;
+    INSERT INTO tier_stats (partition_id, tier, line_count, term_count)
+    VALUES (new.partition_id, new.tier, new.line_count, new.term_count)
+    ON CONFLICT (partition_id, tier) DO UPDATE
+    SET line_count = line_count + excluded.line_count, term_count = term_count + excluded.term_count;
+END""",
+    """CREATE TRIGGER tier_stats_on_delete AFTER DELETE ON documents BEGIN
+    UPDATE tier_stats SET line_count = line_count - old.line_count, term_count = term_count - old.term_count
+    WHERE partition_id = old.partition_id AND tier = old.tier;
+END""",
+)
+
+
+def _from_v5(conn: sqlite3.Connection) -> None:
+    """v5 -> v6: each partition's and tier's line and term totals, kept by triggers."""
+    for statement in _V6:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO tier_stats (partition_id, tier, line_count, term_count)"
+        " SELECT partition_id, tier, sum(line_count), sum(term_count) FROM documents GROUP BY partition_id, tier"
+    )
+
+
 def tag_document(conn: sqlite3.Connection, document_id: int, workspace_id: str, subject: str) -> None:
     """Add ``subject`` to the subjects the document carries (P13); a tag is never removed by a write."""
     conn.execute(
@@ -340,6 +384,7 @@ MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
     2: _from_v2,
     3: _from_v3,
     4: _from_v4,
+    5: _from_v5,
 }
 
 
