@@ -20,6 +20,7 @@ Run: ``python bench/sqlite_bench.py`` (``--quick`` skips the 1M size).
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import hashlib
 import random
 import shutil
@@ -394,6 +395,45 @@ def common_terms(tmp: Path, n_lines: int = 10_000, rounds: int = 25) -> list[dic
     return results
 
 
+def long_history(tmp: Path, n_documents: int = 3000, rounds: int = 200) -> list[dict[str, Any]]:
+    """One agent partition of ``n_documents`` small daily documents (years of daily notes); recall
+    against the engine floor, interleaved call by call.
+
+    Three lines a day from the LoCoMo turns, 9,000 lines in all (one line in a hundred
+    days names a narwhal): a question's cost should follow the lines it matches, not
+    how many documents the agent has.
+    """
+    lines, questions = corpus()
+    rng = random.Random(17)
+    results = []
+    with memvault.open("sqlite", path=str(tmp / "history.db"), scanner="off", synchronous="off") as vault:
+        day = _dt.date(2015, 1, 1)
+        for d in range(n_documents):
+            key = (day + _dt.timedelta(days=d)).isoformat()
+            day_lines = rng.sample(lines, 3)
+            if d % 100 == 0:  # a rare word: on 30 of the 9,000 lines
+                day_lines[0] = "Dana: we saw a narwhal at the aquarium today"
+            body = "".join(line + "\n" for line in day_lines)
+            vault.retain(
+                memvault.RetainRequest(
+                    workspace_id="w", agent_id="a", tier="daily", key=key, content=body, mode="append"
+                )
+            )
+        engine = engine_floor_db(partition_terms(tmp / "history.db", "a"))
+        for name, picked in (("LoCoMo questions", rng.sample(questions, 40)), ("a rare word", ["narwhal"])):
+            ours: list[float] = []
+            floor: list[float] = []
+            for i in range(rounds):
+                q = picked[i % len(picked)]
+                request = memvault.RecallRequest(workspace_id="w", agent_id="a", query=q, limit=20)
+                start = time.perf_counter()
+                vault.recall(request)
+                ours.append(time.perf_counter() - start)
+                floor.append(engine_floor_once(engine, q))
+            results.append({"shape": name, "p50": statistics.median(ours), "floor_p50": statistics.median(floor)})
+    return results
+
+
 # -- main -----------------------------------------------------------------------
 
 
@@ -427,6 +467,13 @@ def main() -> None:
                 f"10,000-line partition, {row['shape']} ({row['query']!r}, {row['matching']:,} lines match): "
                 f"recall p50 {ms(row['p50'])}; engine floor p50 {ms(row['floor_p50'])}; "
                 f"ratio {row['p50'] / row['floor_p50']:.2f}"
+            )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for row in long_history(Path(tmp)):
+            print(
+                f"one partition of 3,000 daily documents (9,000 lines), {row['shape']}: recall p50 {ms(row['p50'])}; "
+                f"engine floor p50 {ms(row['floor_p50'])}; ratio {row['p50'] / row['floor_p50']:.2f}"
             )
 
     lines, questions = corpus()

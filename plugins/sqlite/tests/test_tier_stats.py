@@ -100,7 +100,7 @@ def test_a_v5_database_migrates_to_tier_stats_equal_to_its_sums(tmp_path: Path) 
             )
             vault.retain(request)
     conn = sqlite3.connect(str(path))  # back to v5 as that release wrote it: no table, no triggers
-    for trigger in ("tier_stats_on_insert", "tier_stats_on_update", "tier_stats_on_delete"):
+    for trigger in ("tier_stats_on_insert", "tier_stats_on_update", "tier_stats_on_move", "tier_stats_on_delete"):
         conn.execute(f"DROP TRIGGER {trigger}")
     conn.execute("DROP TABLE tier_stats")
     conn.execute("PRAGMA user_version = 5")
@@ -115,3 +115,20 @@ def test_a_v5_database_migrates_to_tier_stats_equal_to_its_sums(tmp_path: Path) 
     sums, stats = _tables(path)
     assert stats == sums
     assert len(stats) == 3
+
+
+def test_a_document_moved_to_another_tier_moves_its_totals(tmp_path: Path) -> None:
+    # memvault never moves a document; the trigger that covers it must still keep the totals right.
+    path = tmp_path / "move.db"
+    with memvault.open("sqlite", path=str(path), scanner="off") as vault:
+        request = memvault.RetainRequest(
+            workspace_id="w", agent_id="a1", tier="AGENT", content="tea\nwalrus\n", mode="append"
+        )
+        vault.retain(request)
+    conn = sqlite3.connect(str(path))
+    conn.execute("UPDATE documents SET tier = 'PERSONA'")
+    conn.commit()
+    conn.close()
+    sums, stats = _tables(path)
+    assert stats == sums
+    assert {row[1] for row in stats} == {"PERSONA"}

@@ -338,7 +338,18 @@ _V6: Final = (
     ON CONFLICT (partition_id, tier) DO UPDATE
     SET line_count = line_count + excluded.line_count, term_count = term_count + excluded.term_count;
 END""",
-    """CREATE TRIGGER tier_stats_on_update AFTER UPDATE OF partition_id, tier, line_count, term_count ON documents BEGIN
+    # A retain changes a document's counts in place: one UPDATE of the deltas (the row exists:
+    # the document's insert made it).
+    """CREATE TRIGGER tier_stats_on_update AFTER UPDATE OF line_count, term_count ON documents
+WHEN old.partition_id = new.partition_id AND old.tier = new.tier
+    AND (old.line_count != new.line_count OR old.term_count != new.term_count) BEGIN
+    UPDATE tier_stats SET line_count = line_count + new.line_count - old.line_count,
+        term_count = term_count + new.term_count - old.term_count
+    WHERE partition_id = new.partition_id AND tier = new.tier;
+END""",
+    # Nothing moves a document to another partition or tier; if anything ever does, the totals follow.
+    """CREATE TRIGGER tier_stats_on_move AFTER UPDATE OF partition_id, tier ON documents
+WHEN old.partition_id != new.partition_id OR old.tier != new.tier BEGIN
     UPDATE tier_stats SET line_count = line_count - old.line_count, term_count = term_count - old.term_count
     WHERE partition_id = old.partition_id AND tier = old.tier;
     INSERT INTO tier_stats (partition_id, tier, line_count, term_count)
