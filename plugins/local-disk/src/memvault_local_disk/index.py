@@ -7,6 +7,7 @@ from the cached entry's, so an edit with any editor is seen by the next recall.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import stat
@@ -37,6 +38,18 @@ RACY_NS: Final = 2_000_000_000
 
 _StatKey = tuple[int, int, int, int, int]
 _Path = tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _is_document(label: str) -> bool:
+    """Whether ``label`` names a document (P4). Every recall asks it of every file of the searched
+    folders, so the answers are kept: parsing a daily label costs some 5 us, a folder of years of
+    daily notes thousands of them per recall."""
+    try:
+        parse_label(label)
+    except InvalidRequest:
+        return False
+    return True
 
 
 def _stat_key(st: os.stat_result) -> _StatKey:
@@ -139,9 +152,7 @@ class DocumentIndex:
             stale: list[tuple[str, str]] = []
             for name in names:
                 label = f"{sub}/{name}"
-                try:
-                    parse_label(label)
-                except InvalidRequest:
+                if not _is_document(label):
                     continue  # not a document name (an editor's backup, a stray file)
                 doc, fresh = self._cached(subdir, path, name, partition, label)
                 if doc is not None:
