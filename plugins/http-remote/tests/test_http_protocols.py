@@ -39,9 +39,8 @@ def _protocol(name: str) -> type[asyncio.Protocol]:
     return cls
 
 
-@pytest.fixture(params=PROTOCOLS)
-def url(request: pytest.FixtureRequest) -> Iterator[str]:
-    protocol = _protocol(request.param)
+def _serve(protocol: type[asyncio.Protocol]) -> Iterator[str]:
+    """uvicorn in a thread on the service's app (memory provider), with ``protocol``; its URL."""
     vault = memvault.open("memory")
     config = uvicorn.Config(
         create_app(vault, ServerSettings(port=0), TokenStore([])),
@@ -66,6 +65,11 @@ def url(request: pytest.FixtureRequest) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         vault.close()
+
+
+@pytest.fixture(params=PROTOCOLS)
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from _serve(_protocol(request.param))
 
 
 def test_the_default_is_httptools_exactly_when_it_is_installed() -> None:
@@ -154,31 +158,7 @@ def test_an_endless_request_head_is_refused_with_the_typed_400_before_it_fills_m
 @pytest.fixture(params=PROTOCOLS)
 def quick_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A service whose request heads must arrive within 0.5 s."""
-    protocol = type("_Quick", (_protocol(request.param),), {"head_timeout": 0.5})
-    vault = memvault.open("memory")
-    config = uvicorn.Config(
-        create_app(vault, ServerSettings(port=0), TokenStore([])),
-        host="127.0.0.1",
-        port=0,
-        http=protocol,
-        loop="asyncio",
-        log_level="warning",
-        lifespan="off",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(500):
-            if server.started:
-                break
-            threading.Event().wait(0.01)
-        assert server.started
-        yield server_module.bound_urls(server)[0]
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        vault.close()
+    yield from _serve(type("_Quick", (_protocol(request.param),), {"head_timeout": 0.5}))
 
 
 def _recall_request(close: bool) -> bytes:

@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, cast
 
 import click
 import h11
@@ -108,6 +108,7 @@ class _HeadDeadline:
 
     #: Seconds; ``run_server`` sets the service's ``body_timeout`` on its subclass.
     head_timeout: float = 5.0
+    loop: asyncio.AbstractEventLoop  # uvicorn's protocols set it
     _head_timer: asyncio.TimerHandle | None = None
     _head_begun = False
 
@@ -121,6 +122,14 @@ class _HeadDeadline:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]  # uvicorn's protocol, after this in the MRO
+        self._arm_head(self.loop, cast(asyncio.Transport, transport), begun=False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head()
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def _head_expired(self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport) -> None:
         self._head_timer = None
@@ -139,14 +148,6 @@ class _HeadDeadline:
 class _TypedH11Protocol(_HeadDeadline, H11Protocol):
     """uvicorn's h11 protocol, answering malformed HTTP with the service's typed JSON error body,
     and bounding the time a request head may take (:class:`_HeadDeadline`)."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm_head(self.loop, transport, begun=False)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head()
-        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -193,14 +194,6 @@ if HttpToolsProtocol is not None:
 
         _head_open = False
         _head_bytes = 0
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm_head(self.loop, transport, begun=False)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm_head()
-            super().connection_lost(exc)
 
         def on_message_begin(self) -> None:
             self._head_open, self._head_bytes = True, 0
