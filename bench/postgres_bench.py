@@ -9,6 +9,12 @@
 3. Write throughput through ``memvault serve --provider postgres``: one replica
    against two on the same database, 8 client threads appending.
 4. LoCoMo recall@1/5/10/20 through ``vault.recall`` for both providers.
+5. ``--only-long-history``: one agent with 3,000 daily documents (three LoCoMo
+   turns each) against one with 30, both providers: recall p50 of LoCoMo
+   questions and of a rare word in each, so the ratio says how much a long
+   history costs every recall; for postgres also after flushing the GIN
+   pending lists (``gin_clean_pending_list``), the same recalls with no
+   unsorted index entries left to scan.
 
 The PostgreSQL server is started by the bench (``memvault_postgres.testing``),
 so nothing but the server binaries is needed.
@@ -263,6 +269,91 @@ def replica_throughput(cluster: TemporaryCluster, tmp: Path, replicas: int, seco
 # -- main -----------------------------------------------------------------------
 
 
+# -- 5. a long history in one partition ----------------------------------------------
+
+LONG_DOCS = 3000
+
+
+def history(vault: memvault.Vault, agent: str, lines: list[str], docs: int) -> list[float]:
+    """The same :data:`LONG_DOCS` days of three LoCoMo turns for ``agent`` in ``docs`` daily documents.
+
+    :return: the retain times.
+    """
+    times = []
+    per = LONG_DOCS // docs
+    for d in range(docs):
+        day = f"{2015 + d // 336}-{1 + (d // 28) % 12:02d}-{1 + d % 28:02d}"
+        body = "".join(lines[(d * per * 3 + i) % len(lines)][:200] + "\n" for i in range(per * 3))
+        start = time.perf_counter()
+        vault.retain(
+            memvault.RetainRequest(
+                workspace_id="bench", agent_id=agent, tier="daily", key=day, content=body, mode="append"
+            )
+        )
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def history_recalls(vault: memvault.Vault, agent: str, queries: list[str], rounds: int = 3) -> float:
+    """The median over ``rounds`` of the recall p50 of ``queries`` in ``agent``'s partition."""
+    medians = []
+    for _ in range(rounds):
+        times = []
+        for q in queries:
+            start = time.perf_counter()
+            vault.recall(memvault.RecallRequest(workspace_id="bench", agent_id=agent, query=q))
+            times.append(time.perf_counter() - start)
+        medians.append(statistics.median(times))
+    return statistics.median(medians)
+
+
+def long_history(cluster: TemporaryCluster, tmp: Path, lines: list[str], questions: list[str]) -> list[str]:
+    short_docs = LONG_DOCS // 30
+    # A rare word: in about one line of a hundred of the long history.
+    counts: dict[str, int] = {}
+    for d in range(LONG_DOCS):
+        for i in range(3):
+            for word in set(lines[(d * 3 + i) % len(lines)][:200].lower().split()):
+                if word.isalpha() and len(word) > 5:
+                    counts[word] = counts.get(word, 0) + 1
+    rare = sorted((w for w, n in counts.items() if 60 <= n <= 120), key=lambda w: (counts[w], w))[:20]
+    asked = random.sample(questions, QUERIES)
+    out = [
+        f"The same {LONG_DOCS * 3:,} LoCoMo turns in one partition as {LONG_DOCS:,} daily documents of 3 turns"
+        f" and as {short_docs} of {LONG_DOCS // short_docs * 3}: recall p50 (median of 3 rounds) of {len(asked)}"
+        f" LoCoMo questions and of {len(rare)} rare words (in 60-120 lines each); the ratio is the cost of"
+        " keeping the same lines in 30 times as many documents. Retain p50: the 3,000 appends.\n",
+        f"| provider | retain p50 | questions: {short_docs} docs | {LONG_DOCS:,} docs | ratio"
+        f" | rare word: {short_docs} docs | {LONG_DOCS:,} docs | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    with stores(tmp, cluster, "history") as vaults:
+        writes = {name: history(vault, "long", lines, LONG_DOCS) for name, vault in vaults.items()}
+        for vault in vaults.values():
+            history(vault, "short", lines, short_docs)
+        with cluster.admin("memvault") as conn:
+            conn.execute("ANALYZE history.documents, history.lines")  # as autovacuum would, soon after a fill
+        rows = []
+        for name, vault in [*vaults.items(), ("postgres, pending lists flushed", vaults["postgres"])]:
+            if name.startswith("postgres,"):
+                with cluster.admin("memvault") as conn:
+                    for (index,) in conn.execute(
+                        "SELECT c.oid::regclass::text FROM pg_class AS c JOIN pg_namespace AS n"
+                        " ON n.oid = c.relnamespace WHERE n.nspname = 'history' AND c.relkind = 'i'"
+                        " AND c.relam = (SELECT oid FROM pg_am WHERE amname = 'gin')"
+                    ).fetchall():
+                        conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (index,))
+            q_short, q_long = (history_recalls(vault, agent, asked) for agent in ("short", "long"))
+            r_short, r_long = (history_recalls(vault, agent, rare, rounds=5) for agent in ("short", "long"))
+            retain = ms(statistics.median(writes[name])) if name in writes else ""
+            rows.append(
+                f"| {name} | {retain} | {ms(q_short)} | {ms(q_long)} | {q_long / q_short:.2f}x"
+                f" | {ms(r_short)} | {ms(r_long)} | {r_long / r_short:.2f}x |"
+            )
+            print(rows[-1], flush=True)
+    return out + rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="LoCoMo's locomo10.json")
@@ -272,6 +363,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
     parser.add_argument("--only-replicas", action="store_true", help="run only the replica throughput part")
+    parser.add_argument("--only-long-history", action="store_true", help="run only the long-history part")
     args = parser.parse_args()
     if not args.dataset.is_file():
         sys.exit(f"LoCoMo dataset not found at {args.dataset}: pass --dataset PATH/locomo10.json")
@@ -285,6 +377,15 @@ def main() -> None:
             version = conn.execute("SHOW server_version").fetchone()[0]
         print(f"PostgreSQL {version}, python {sys.version.split()[0]}, {os.cpu_count()} cores", flush=True)
 
+        if args.only_long_history:
+            report = [
+                f"PostgreSQL {version}, Python {sys.version.split()[0]}.\n",
+                *long_history(cluster, tmp, lines, questions),
+            ]
+            print("\n".join(report))
+            if args.out:
+                args.out.write_text("\n".join(report) + "\n")
+            return
         if args.only_replicas:
             throughput = {n: replica_throughput(cluster, tmp, n) for n in (1, 2)}
             print(throughput, CPU_SHARES)

@@ -421,8 +421,8 @@ class PostgresProvider:
                 return RecallResult(hits=[])
             # One statement, so one snapshot: the statistics and the candidates agree, in one round trip.
             rows = conn.execute(
-                "WITH stats AS (SELECT coalesce(sum(line_count), 0) AS lines, coalesce(sum(term_count), 0) AS terms"
-                " FROM documents WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
+                "WITH stats AS (SELECT coalesce(sum(lines), 0) AS lines, coalesce(sum(terms), 0) AS terms"
+                " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
                 " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
                 " SELECT l.document_id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256"
                 " FROM lines AS l JOIN documents AS d ON d.partition_id = l.partition_id AND d.id = l.document_id"

@@ -1,0 +1,128 @@
+"""Schema 2: a recall reads its partition's line and term totals from ``tier_counts``, kept by triggers.
+
+The totals must equal the sums over the documents after any mix of writes, also
+concurrent ones, and a store written by schema 1 gets them by its migration.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import psycopg
+from pg_helpers import put, recall
+
+import memvault
+from memvault_postgres.schema import GIN_PENDING_LIST_KB, SCHEMA_VERSION, TIER_COUNTS_FOLD
+from memvault_postgres.testing import TemporaryCluster
+
+_SUMS = (
+    "SELECT partition_id, tier, sum(line_count)::bigint, sum(term_count)::bigint FROM {s}.documents"
+    " GROUP BY 1, 2 HAVING sum(line_count) <> 0 OR sum(term_count) <> 0 ORDER BY 1, 2"
+)
+_COUNTS = (
+    "SELECT partition_id, tier, sum(lines)::bigint, sum(terms)::bigint FROM {s}.tier_counts"
+    " GROUP BY 1, 2 HAVING sum(lines) <> 0 OR sum(terms) <> 0 ORDER BY 1, 2"
+)
+
+
+_Rows = list[tuple[object, ...]]
+
+
+def _totals(conn: psycopg.Connection[tuple[object, ...]], schema_name: str) -> tuple[_Rows, _Rows]:
+    return (
+        conn.execute(_SUMS.format(s=schema_name)).fetchall(),
+        conn.execute(_COUNTS.format(s=schema_name)).fetchall(),
+    )
+
+
+def test_the_totals_follow_every_kind_of_write(cluster: TemporaryCluster, schema_name: str) -> None:
+    rng = random.Random(7)
+    words = ["harbour", "sail", "rope", "tide", "gull", "anchor", "mast"]
+    with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as v:
+        for step in range(300):
+            ws = f"w{rng.randrange(2)}"
+            key = f"2026-01-{rng.randrange(1, 6):02d}"
+            action = rng.random()
+            if action < 0.1:
+                v.forget(memvault.ForgetRequest(workspace_id=ws, agent_id="a1", id=f"daily/{key}.md"))
+            elif action < 0.15:
+                v.forget(memvault.ForgetRequest(workspace_id=ws, data_subject_id=f"s{rng.randrange(3)}"))
+            else:
+                text = "".join(
+                    " ".join(rng.choice(words) for _ in range(rng.randrange(1, 6))) + "\n"
+                    for _ in range(rng.randrange(0, 4))
+                ) + ("tail without newline" if step % 7 == 0 else "")
+                put(
+                    v,
+                    text or "x",
+                    ws=ws,
+                    tier=rng.choice(["daily", "daily", "AGENT"]) if action < 0.9 else "pins",
+                    key=key if action < 0.9 else "",
+                    subject=f"s{rng.randrange(3)}",
+                    mode=rng.choice(["append", "append", "replace"]),
+                )
+        with cluster.admin("memvault") as conn:
+            sums, counts = _totals(conn, schema_name)
+            rows = conn.execute(f"SELECT count(*) FROM {schema_name}.tier_counts").fetchone()
+    assert sums == counts
+    assert sums  # the mix left some documents
+    # Folding keeps a few change rows per partition and tier, not one per write.
+    assert rows is not None
+    assert int(rows[0]) < len(sums) * TIER_COUNTS_FOLD * 4
+
+
+def test_concurrent_writers_of_one_tier_keep_the_totals_exact(cluster: TemporaryCluster, schema_name: str) -> None:
+    errors: list[BaseException] = []
+    with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as v:
+        put(v, "start\n", tier="daily", key="2026-02-01")
+
+        def writer(w: int) -> None:
+            try:
+                for i in range(60):
+                    # Distinct documents of one partition and tier: their changes land in the same
+                    # totals, and folds run while other writers insert.
+                    put(v, f"writer {w} line {i} word{i % 5}\n", tier="daily", key=f"2026-02-{1 + (w + i) % 9:02d}")
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        with cluster.admin("memvault") as conn:
+            sums, counts = _totals(conn, schema_name)
+    assert errors == []
+    assert sums == counts
+
+
+def test_a_schema_1_store_is_migrated_and_recalls_the_same(cluster: TemporaryCluster, schema_name: str) -> None:
+    with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as v:
+        for i in range(30):
+            put(v, f"day {i}: the harbour was calm, tide {i % 4}\n", tier="daily", key=f"2026-03-{1 + i % 20:02d}")
+        put(v, "the harbour master is called Ines\n")
+        before = [(h.source, h.line, h.score) for h in recall(v, "harbour tide")]
+    with cluster.admin("memvault") as conn:
+        # What schema 1 had: no tier_counts, no triggers, server-default GIN pending lists.
+        conn.execute(f"DROP TABLE {schema_name}.tier_counts")
+        conn.execute(f"DROP FUNCTION {schema_name}.count_tier_change() CASCADE")
+        conn.execute(f"DROP FUNCTION {schema_name}.add_tier_count(bigint, text, bigint, bigint)")
+        for n in range(16):
+            conn.execute(f"ALTER INDEX {schema_name}.lines_{n}_tsv_idx RESET (gin_pending_list_limit)")
+        conn.execute(f"UPDATE {schema_name}.meta SET value = '1' WHERE key = 'schema_version'")
+    with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as v:
+        assert [(h.source, h.line, h.score) for h in recall(v, "harbour tide")] == before
+        put(v, "one more calm harbour day\n", tier="daily", key="2026-03-02")
+        with cluster.admin("memvault") as conn:
+            sums, counts = _totals(conn, schema_name)
+            version = conn.execute(f"SELECT value FROM {schema_name}.meta WHERE key = 'schema_version'").fetchone()
+            options = conn.execute(
+                "SELECT c.relname, c.reloptions FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = %s AND c.relname LIKE 'lines\\_%%\\_tsv\\_idx' ORDER BY 1",
+                (schema_name,),
+            ).fetchall()
+    assert version == (str(SCHEMA_VERSION),)
+    assert sums == counts
+    assert len(options) == 16
+    assert all(opts == [f"gin_pending_list_limit={GIN_PENDING_LIST_KB}"] for _name, opts in options)
