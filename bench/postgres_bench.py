@@ -15,6 +15,11 @@
    history costs every recall; for postgres also after flushing the GIN
    pending lists (``gin_clean_pending_list``), the same recalls with no
    unsorted index entries left to scan.
+6. ``--only-neighbours``: one agent's 100-line partition recalled (100 LoCoMo
+   questions, 3 rounds) while 400 other agents of the store append single
+   lines: after 0, 16,000 and 48,000 of their lines, with the retain
+   percentiles of those appends. ``--analyze-early`` analyses the store after
+   its first 100 lines, as autovacuum does to a young store.
 
 The PostgreSQL server is started by the bench (``memvault_postgres.testing``),
 so nothing but the server binaries is needed.
@@ -354,6 +359,70 @@ def long_history(cluster: TemporaryCluster, tmp: Path, lines: list[str], questio
     return out + rows
 
 
+# -- 6. other tenants' writes -------------------------------------------------------
+
+
+def neighbours(
+    cluster: TemporaryCluster, lines: list[str], questions: list[str], *, analyze_early: bool = False
+) -> list[str]:
+    out = [
+        "One agent's 100-line partition, recall p50 of 100 LoCoMo questions (3 rounds), after 400 other"
+        " agents of the store appended the lines shown; retain percentiles of those appends."
+        + (" The store was analysed after its first 100 lines." if analyze_early else "")
+        + "\n",
+        "| other agents' lines | recall p50 | their retain p50 | p99 | p99.9 | max |",
+        "|---|---|---|---|---|---|",
+    ]
+    with memvault.open("postgres", dsn=cluster.dsn(), schema="neighbours", scanner="off") as vault:
+        for d in range(10):
+            body = "".join(line[:200] + "\n" for line in lines[d * 10 : d * 10 + 10])
+            vault.retain(
+                memvault.RetainRequest(
+                    workspace_id="w",
+                    agent_id="me",
+                    tier="daily",
+                    key=f"2020-01-{d + 1:02d}",
+                    content=body,
+                    mode="append",
+                )
+            )
+        if analyze_early:
+            with cluster.admin("memvault") as conn:
+                conn.execute("ANALYZE neighbours.documents, neighbours.lines")
+        asked = questions[:100]
+        written = 0
+        for target in (0, 16_000, 48_000):
+            writes = []
+            while written < target:
+                start = time.perf_counter()
+                vault.retain(
+                    memvault.RetainRequest(
+                        workspace_id="w",
+                        agent_id=f"other-{written % 400}",
+                        tier="daily",
+                        key="2020-02-01",
+                        content=lines[written % len(lines)][:200] + "\n",
+                        mode="append",
+                    )
+                )
+                writes.append(time.perf_counter() - start)
+                written += 1
+            times = []
+            for _ in range(3):
+                for q in asked:
+                    start = time.perf_counter()
+                    vault.recall(memvault.RecallRequest(workspace_id="w", agent_id="me", query=q))
+                    times.append(time.perf_counter() - start)
+            tail = (
+                " | ".join(ms(pct(writes, q)) for q in (0.5, 0.99, 0.999)) + f" | {ms(max(writes))}"
+                if writes
+                else " |  |  | "
+            )
+            out.append(f"| {target:,} | {ms(statistics.median(times))} | {tail} |")
+            print(out[-1], flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="LoCoMo's locomo10.json")
@@ -364,6 +433,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
     parser.add_argument("--only-replicas", action="store_true", help="run only the replica throughput part")
     parser.add_argument("--only-long-history", action="store_true", help="run only the long-history part")
+    parser.add_argument("--only-neighbours", action="store_true", help="run only the other-tenants part")
+    parser.add_argument(
+        "--analyze-early", action="store_true", help="--only-neighbours: ANALYZE the store after its first 100 lines"
+    )
     args = parser.parse_args()
     if not args.dataset.is_file():
         sys.exit(f"LoCoMo dataset not found at {args.dataset}: pass --dataset PATH/locomo10.json")
@@ -377,6 +450,15 @@ def main() -> None:
             version = conn.execute("SHOW server_version").fetchone()[0]
         print(f"PostgreSQL {version}, python {sys.version.split()[0]}, {os.cpu_count()} cores", flush=True)
 
+        if args.only_neighbours:
+            report = [
+                f"PostgreSQL {version}, Python {sys.version.split()[0]}.\n",
+                *neighbours(cluster, lines, questions, analyze_early=args.analyze_early),
+            ]
+            print("\n".join(report))
+            if args.out:
+                args.out.write_text("\n".join(report) + "\n")
+            return
         if args.only_long_history:
             report = [
                 f"PostgreSQL {version}, Python {sys.version.split()[0]}.\n",

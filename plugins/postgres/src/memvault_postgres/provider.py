@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import logging
+import random
 import re
 import threading
 import time
@@ -171,6 +172,7 @@ class PostgresProvider:
         self._last_used: weakref.WeakKeyDictionary[_Conn, float] = weakref.WeakKeyDictionary()
         self._health_lock = threading.Lock()
         self._health_conn: _Conn | None = None
+        self._fold_dice = random.Random()
         self._closed = False
         self._open_schema()
         self.pool: ConnectionPool[_Conn] = ConnectionPool(
@@ -388,16 +390,56 @@ class PostgresProvider:
                 if subject and subject not in subjects:
                     subjects.append(subject)
                 lines_delta, terms_delta = _reindex(conn, pid, doc_id, ref.tier.value, old_body, body)
+                # The document and its partition's totals (tier_counts) change in one statement.
                 conn.execute(
-                    "UPDATE documents SET body = %s, size = %s, subjects = %s, sha256 = %s, updated_at = now(),"
-                    " line_count = line_count + %s, term_count = term_count + %s"
-                    " WHERE partition_id = %s AND id = %s",
-                    (body, size, subjects, schema.body_sha256(body), lines_delta, terms_delta, pid, doc_id),
+                    "WITH changed AS (UPDATE documents SET body = %s, size = %s, subjects = %s, sha256 = %s,"
+                    " updated_at = now(), line_count = line_count + %s, term_count = term_count + %s"
+                    " WHERE partition_id = %s AND id = %s RETURNING partition_id, tier)"
+                    " INSERT INTO tier_counts (partition_id, tier, lines, terms)"
+                    " SELECT partition_id, tier, %s, %s FROM changed WHERE %s",
+                    (
+                        body,
+                        size,
+                        subjects,
+                        schema.body_sha256(body),
+                        lines_delta,
+                        terms_delta,
+                        pid,
+                        doc_id,
+                        lines_delta,
+                        terms_delta,
+                        bool(lines_delta or terms_delta),
+                    ),
                 )
+                if (lines_delta or terms_delta) and self._fold_dice.random() < 1 / schema.TIER_COUNTS_FOLD:
+                    self._fold_counts(conn, pid, ref.tier.value)
             self._partitions.setdefault((part.workspace_id, part.kind, part.owner_id), pid)
             return RetainResult(id=label, bytes=size, warning=warning)
 
         return self._run(write)
+
+    def _fold_counts(self, conn: _Conn, pid: int, tier: str) -> None:
+        """Replace the partition's change rows for ``tier`` by one row of its documents' totals.
+
+        Runs inside a write's transaction. The try-lock comes first, in its own
+        statement, so the fold's snapshot sees every earlier fold committed, and
+        only one transaction folds a partition's tier at a time (the others skip
+        it, never wait). Changes other transactions have not committed are in
+        neither the documents it sums nor the rows it deletes, so they add up
+        once they commit. Totals from the documents also mend any change row a
+        write missed (a writer of an older schema during an upgrade).
+        """
+        key = f"memvault-tier-counts:{self.schema}:{pid}:{tier}"
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+        if not (row and row[0]):
+            return
+        conn.execute(
+            "WITH gone AS (DELETE FROM tier_counts WHERE partition_id = %(p)s AND tier = %(t)s)"
+            " INSERT INTO tier_counts (partition_id, tier, lines, terms)"
+            " SELECT %(p)s, %(t)s, sum(line_count), sum(term_count) FROM documents"
+            " WHERE partition_id = %(p)s AND tier = %(t)s HAVING sum(line_count) <> 0 OR sum(term_count) <> 0",
+            {"p": pid, "t": tier},
+        )
 
     @hookimpl
     @_translated("recall")
@@ -495,7 +537,14 @@ class PostgresProvider:
                     ).fetchall()
                 for pid, doc_id, _shard in rows:
                     conn.execute("DELETE FROM lines WHERE partition_id = %s AND document_id = %s", (pid, doc_id))
-                    conn.execute("DELETE FROM documents WHERE partition_id = %s AND id = %s", (pid, doc_id))
+                    conn.execute(
+                        "WITH gone AS (DELETE FROM documents WHERE partition_id = %s AND id = %s"
+                        " RETURNING partition_id, tier, line_count, term_count)"
+                        " INSERT INTO tier_counts (partition_id, tier, lines, terms)"
+                        " SELECT partition_id, tier, -line_count, -term_count FROM gone"
+                        " WHERE line_count <> 0 OR term_count <> 0",
+                        (pid, doc_id),
+                    )
                 if request.data_subject_id:
                     # Quarantine copies of the subject's rejected writes are derived data too (P24).
                     quarantined = conn.execute(

@@ -13,13 +13,11 @@ Version history:
   erasure, see the provider) and ``probe`` (the health check's rolled-back
   write).
 * **2**: ``tier_counts`` holds each partition's and tier's line and term
-  totals as rows of changes, which triggers on ``documents`` add for every
-  write (retain, forget, erasure) and fold every so often, so a recall reads
-  a few rows instead of summing every document of the partition (a long
-  history of daily documents no longer makes every recall slower). Each
-  shard's GIN index keeps a pending list of at most
-  :data:`GIN_PENDING_LIST_KB` (the server's default is 4 MB, which every
-  search of the shard scans in full until it is flushed).
+  totals as rows of changes, which every write that changes a document's
+  counts (retain, forget, erasure) inserts in its own transaction and which
+  writes fold every so often, so a recall reads a few rows instead of
+  summing every document of the partition (a long history of daily
+  documents no longer makes every recall slower).
 
 Columns holding memory text never get planner statistics (``SET STATISTICS
 0``): ``ANALYZE`` would otherwise copy sample values into ``pg_statistic``,
@@ -51,10 +49,7 @@ SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _OUR_TABLES: Final = frozenset(
     {"meta", "partitions", "documents", "lines", "quarantine", "erasures", "probe", "tier_counts"}
 )
-#: The most kilobytes of new index entries a shard's GIN index keeps unsorted
-#: (its pending list) before the write that passes it merges them into the index.
-GIN_PENDING_LIST_KB: Final = 64
-#: About one change row in this many folds its partition's and tier's rows into one.
+#: About one write in this many folds its partition's and tier's change rows into one.
 TIER_COUNTS_FOLD: Final = 16
 
 
@@ -159,94 +154,25 @@ def _create_v1(conn: psycopg.Connection[tuple[object, ...]]) -> None:
             )
 
 
-_V2_FUNCTIONS: Final = """
-CREATE FUNCTION {schema}.add_tier_count(p bigint, t text, dl bigint, dt bigint) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    n bigint;
-BEGIN
-    IF dl = 0 AND dt = 0 THEN
-        RETURN;
-    END IF;
-    INSERT INTO {schema}.tier_counts (partition_id, tier, lines, terms) VALUES (p, t, dl, dt) RETURNING id INTO n;
-    -- Fold now and then. Only one transaction folds a partition's tier at a time (the others skip),
-    -- so folders never wait on each other; changes other transactions have not committed yet are
-    -- invisible to the DELETE and stay as they are.
-    IF n % {fold} = 0 THEN
-        IF pg_try_advisory_xact_lock(hashtextextended({key} || p || ':' || t, 0)) THEN
-            WITH gone AS (
-                DELETE FROM {schema}.tier_counts WHERE partition_id = p AND tier = t RETURNING lines, terms
-            )
-            INSERT INTO {schema}.tier_counts (partition_id, tier, lines, terms)
-            SELECT p, t, sum(lines), sum(terms) FROM gone HAVING sum(lines) <> 0 OR sum(terms) <> 0;
-        END IF;
-    END IF;
-END
-$$;
-CREATE FUNCTION {schema}.count_tier_change() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.partition_id = NEW.partition_id AND OLD.tier = NEW.tier THEN
-        PERFORM {schema}.add_tier_count(
-            NEW.partition_id, NEW.tier, NEW.line_count - OLD.line_count, NEW.term_count - OLD.term_count
-        );
-    ELSE
-        IF TG_OP <> 'INSERT' THEN
-            PERFORM {schema}.add_tier_count(OLD.partition_id, OLD.tier, -OLD.line_count, -OLD.term_count);
-        END IF;
-        IF TG_OP <> 'DELETE' THEN
-            PERFORM {schema}.add_tier_count(NEW.partition_id, NEW.tier, NEW.line_count, NEW.term_count);
-        END IF;
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER tier_counts_insert AFTER INSERT ON {schema}.documents
-    FOR EACH ROW EXECUTE FUNCTION {schema}.count_tier_change();
-CREATE TRIGGER tier_counts_delete AFTER DELETE ON {schema}.documents
-    FOR EACH ROW EXECUTE FUNCTION {schema}.count_tier_change();
-CREATE TRIGGER tier_counts_update AFTER UPDATE ON {schema}.documents
-    FOR EACH ROW WHEN (
-        OLD.line_count <> NEW.line_count OR OLD.term_count <> NEW.term_count
-        OR OLD.partition_id <> NEW.partition_id OR OLD.tier <> NEW.tier
-    ) EXECUTE FUNCTION {schema}.count_tier_change();
-"""
-
-
 def _to_v2(conn: psycopg.Connection[tuple[object, ...]]) -> None:
-    """``tier_counts`` with its triggers, filled from ``documents``; small GIN pending lists."""
-    row = conn.execute("SELECT current_schema()").fetchone()
-    assert row is not None
-    name = str(row[0])
+    """``tier_counts``, filled from ``documents``.
+
+    Writers wait for the fill (the share lock on ``documents`` lasts until the
+    migration commits). A writer of schema 1 that keeps running during an
+    upgrade adds no change rows; the next fold of that partition's tier,
+    which sums the documents again, mends its totals.
+    """
     conn.execute(
-        "CREATE TABLE tier_counts (id bigserial PRIMARY KEY, partition_id bigint NOT NULL, tier text NOT NULL,"
+        "CREATE TABLE tier_counts (partition_id bigint NOT NULL, tier text NOT NULL,"
         " lines bigint NOT NULL, terms bigint NOT NULL)"
     )
     conn.execute("CREATE INDEX tier_counts_by_tier ON tier_counts (partition_id, tier)")
-    # The triggers come first: creating them locks out writers until this transaction
-    # commits, so the totals below and every later change add up.
-    conn.execute(
-        sql.SQL(_V2_FUNCTIONS).format(
-            schema=sql.Identifier(name),
-            fold=sql.Literal(TIER_COUNTS_FOLD),
-            key=sql.Literal(f"memvault-tier-counts:{name}:"),
-        )
-    )
+    conn.execute("LOCK TABLE documents IN SHARE MODE")  # writers of schema 1 wait for the commit
     conn.execute(
         "INSERT INTO tier_counts (partition_id, tier, lines, terms)"
         " SELECT partition_id, tier, sum(line_count), sum(term_count) FROM documents GROUP BY partition_id, tier"
         " HAVING sum(line_count) <> 0 OR sum(term_count) <> 0"
     )
-    shards = conn.execute(
-        "SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid"
-        " WHERE i.inhparent = 'lines_search'::regclass ORDER BY c.relname"
-    ).fetchall()
-    for (index,) in shards:
-        conn.execute(
-            sql.SQL("ALTER INDEX {} SET (gin_pending_list_limit = {})").format(
-                sql.Identifier(str(index)), sql.Literal(GIN_PENDING_LIST_KB)
-            )
-        )
 
 
 #: ``MIGRATIONS[v]`` brings a version ``v`` schema to version ``v + 1``.
