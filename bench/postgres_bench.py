@@ -450,20 +450,13 @@ def main() -> None:
             version = conn.execute("SHOW server_version").fetchone()[0]
         print(f"PostgreSQL {version}, python {sys.version.split()[0]}, {os.cpu_count()} cores", flush=True)
 
+        part = None
         if args.only_neighbours:
-            report = [
-                f"PostgreSQL {version}, Python {sys.version.split()[0]}.\n",
-                *neighbours(cluster, lines, questions, analyze_early=args.analyze_early),
-            ]
-            print("\n".join(report))
-            if args.out:
-                args.out.write_text("\n".join(report) + "\n")
-            return
-        if args.only_long_history:
-            report = [
-                f"PostgreSQL {version}, Python {sys.version.split()[0]}.\n",
-                *long_history(cluster, tmp, lines, questions),
-            ]
+            part = neighbours(cluster, lines, questions, analyze_early=args.analyze_early)
+        elif args.only_long_history:
+            part = long_history(cluster, tmp, lines, questions)
+        if part is not None:
+            report = [f"PostgreSQL {version}, Python {sys.version.split()[0]}.\n", *part]
             print("\n".join(report))
             if args.out:
                 args.out.write_text("\n".join(report) + "\n")

@@ -198,9 +198,9 @@ class PostgresProvider:
         # Every statement is planned with its values, also once psycopg has prepared it (after five
         # runs). A generic plan over the hash-partitioned tables locks every shard, and with an array
         # of partition ids reads every shard too: an erasure's rewrite of one shard would stall every
-        # partition, and a recall would grow with the whole store (21 ms for a 100-line partition once
-        # other agents had written 48,000 lines, against 1.0 ms). Planned with its values, a statement
-        # opens only its partition's shard, whatever the server's own plan_cache_mode says.
+        # partition, and a recall would grow with the whole store (8-21 ms for a 100-line partition
+        # once other agents had written 16,000-48,000 lines, against 1.0-1.3 ms). Planned with its
+        # values, a statement opens only its partition's shard, whatever the server's plan_cache_mode.
         conn.execute("SET plan_cache_mode = force_custom_plan")
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(self.statement_timeout * 1000)}",))
 
