@@ -10,9 +10,11 @@ import random
 import threading
 
 import psycopg
+import pytest
 from pg_helpers import put, recall
 
 import memvault
+import memvault_postgres.schema
 from memvault_postgres.schema import SCHEMA_VERSION, TIER_COUNTS_FOLD
 from memvault_postgres.testing import TemporaryCluster
 
@@ -68,7 +70,12 @@ def test_the_totals_follow_every_kind_of_write(cluster: TemporaryCluster, schema
     assert sums  # the mix left some documents
 
 
-def test_folds_keep_a_few_rows_and_mend_a_missed_change(cluster: TemporaryCluster, schema_name: str) -> None:
+@pytest.mark.parametrize("recount", [False, True])
+def test_folds_keep_a_few_rows_and_recounts_mend_a_missed_change(
+    monkeypatch: pytest.MonkeyPatch, cluster: TemporaryCluster, schema_name: str, recount: bool
+) -> None:
+    # Every fold a recount, or none, so neither waits for chance.
+    monkeypatch.setattr(memvault_postgres.schema, "TIER_COUNTS_RECOUNT", TIER_COUNTS_FOLD if recount else 10**12)
     with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as v:
         put(v, "first line\n", tier="daily", key="2026-04-01")
         with cluster.admin("memvault") as conn:
@@ -81,7 +88,11 @@ def test_folds_keep_a_few_rows_and_mend_a_missed_change(cluster: TemporaryCluste
         with cluster.admin("memvault") as conn:
             sums, counts = _totals(conn, schema_name)
             rows = conn.execute(f"SELECT count(*) FROM {schema_name}.tier_counts").fetchone()
-    assert sums == counts
+    # A fold keeps the totals as they were (the missed change stays missed); a recount mends them.
+    if recount:
+        assert sums == counts
+    else:
+        assert [(p, t, lines + 5, terms + 9) for p, t, lines, terms in counts] == sums  # type: ignore[operator]
     assert rows is not None
     # One row per write without folds, about TIER_COUNTS_FOLD with them (192 writes in a row unfolded: p < 1e-5).
     assert int(rows[0]) < 12 * TIER_COUNTS_FOLD

@@ -411,35 +411,47 @@ class PostgresProvider:
                         bool(lines_delta or terms_delta),
                     ),
                 )
-                if (lines_delta or terms_delta) and self._fold_dice.random() < 1 / schema.TIER_COUNTS_FOLD:
-                    self._fold_counts(conn, pid, ref.tier.value)
+                dice = self._fold_dice.random()
+                if (lines_delta or terms_delta) and dice < 1 / schema.TIER_COUNTS_FOLD:
+                    self._fold_counts(conn, pid, ref.tier.value, recount=dice < 1 / schema.TIER_COUNTS_RECOUNT)
             self._partitions.setdefault((part.workspace_id, part.kind, part.owner_id), pid)
             return RetainResult(id=label, bytes=size, warning=warning)
 
         return self._run(write)
 
-    def _fold_counts(self, conn: _Conn, pid: int, tier: str) -> None:
-        """Replace the partition's change rows for ``tier`` by one row of its documents' totals.
+    def _fold_counts(self, conn: _Conn, pid: int, tier: str, *, recount: bool) -> None:
+        """Replace the partition's change rows for ``tier`` by one row of their sum.
 
         Runs inside a write's transaction. The try-lock comes first, in its own
         statement, so the fold's snapshot sees every earlier fold committed, and
         only one transaction folds a partition's tier at a time (the others skip
-        it, never wait). Changes other transactions have not committed are in
-        neither the documents it sums nor the rows it deletes, so they add up
-        once they commit. Totals from the documents also mend any change row a
-        write missed (a writer of an older schema during an upgrade).
+        it, never wait). A fold sums exactly the rows its DELETE removed, so
+        change rows other transactions have not committed stay and add up once
+        they commit. With ``recount`` the row is the documents' totals instead
+        (the same holds: uncommitted changes are in neither), which mends any
+        change row a write missed (a writer of an older schema during an
+        upgrade); it sums every document of the tier, hence only now and then.
         """
         key = f"memvault-tier-counts:{self.schema}:{pid}:{tier}"
         row = conn.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)).fetchone()
         if not (row and row[0]):
             return
-        conn.execute(
-            "WITH gone AS (DELETE FROM tier_counts WHERE partition_id = %(p)s AND tier = %(t)s)"
-            " INSERT INTO tier_counts (partition_id, tier, lines, terms)"
-            " SELECT %(p)s, %(t)s, sum(line_count), sum(term_count) FROM documents"
-            " WHERE partition_id = %(p)s AND tier = %(t)s HAVING sum(line_count) <> 0 OR sum(term_count) <> 0",
-            {"p": pid, "t": tier},
-        )
+        if recount:
+            conn.execute(
+                "WITH gone AS (DELETE FROM tier_counts WHERE partition_id = %(p)s AND tier = %(t)s)"
+                " INSERT INTO tier_counts (partition_id, tier, lines, terms)"
+                " SELECT %(p)s, %(t)s, sum(line_count), sum(term_count) FROM documents"
+                " WHERE partition_id = %(p)s AND tier = %(t)s HAVING sum(line_count) <> 0 OR sum(term_count) <> 0",
+                {"p": pid, "t": tier},
+            )
+        else:
+            conn.execute(
+                "WITH gone AS (DELETE FROM tier_counts WHERE partition_id = %(p)s AND tier = %(t)s"
+                " RETURNING lines, terms)"
+                " INSERT INTO tier_counts (partition_id, tier, lines, terms)"
+                " SELECT %(p)s, %(t)s, sum(lines), sum(terms) FROM gone HAVING sum(lines) <> 0 OR sum(terms) <> 0",
+                {"p": pid, "t": tier},
+            )
 
     @hookimpl
     @_translated("recall")

@@ -15,7 +15,7 @@ Version history:
 * **2**: ``tier_counts`` holds each partition's and tier's line and term
   totals as rows of changes, which every write that changes a document's
   counts (retain, forget, erasure) inserts in its own transaction and which
-  writes fold every so often, so a recall reads a few rows instead of
+  writes fold (and, more rarely, recount) every so often, so a recall reads a few rows instead of
   summing every document of the partition (a long history of daily
   documents no longer makes every recall slower).
 
@@ -51,6 +51,9 @@ _OUR_TABLES: Final = frozenset(
 )
 #: About one write in this many folds its partition's and tier's change rows into one.
 TIER_COUNTS_FOLD: Final = 16
+#: About one write in this many recounts its partition's tier from the documents instead
+#: (a sum over every document of the tier: too dear for every fold on a long history).
+TIER_COUNTS_RECOUNT: Final = 1024
 
 
 class NewerSchema(Exception):
@@ -159,8 +162,9 @@ def _to_v2(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 
     Writers wait for the fill (the share lock on ``documents`` lasts until the
     migration commits). A writer of schema 1 that keeps running during an
-    upgrade adds no change rows; the next fold of that partition's tier,
-    which sums the documents again, mends its totals.
+    upgrade adds no change rows; the next recount of that partition's tier
+    (:data:`TIER_COUNTS_RECOUNT`), which sums the documents again, mends its
+    totals.
     """
     conn.execute(
         "CREATE TABLE tier_counts (partition_id bigint NOT NULL, tier text NOT NULL,"
