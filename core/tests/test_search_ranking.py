@@ -1,10 +1,12 @@
-"""The database providers' ranking (memvault.search.rank_candidates, index_terms): its rules on small inputs."""
+"""The ranking (memvault.search.rank_candidates, index_terms, search): its rules on small inputs."""
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Mapping, Sequence
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -13,6 +15,7 @@ from memvault.contract.terms import tokenize
 from memvault.search import (
     BM25_K1,
     CANDIDATE_BM25_B,
+    CANDIDATE_BUDGET,
     DATE_WEIGHT,
     DOCUMENT_WEIGHT,
     LABEL_IDF,
@@ -24,10 +27,12 @@ from memvault.search import (
     Candidate,
     Query,
     contains_phrase,
+    index_document,
     index_terms,
     names_date,
     query_dates,
     rank_candidates,
+    search,
     snippet_around,
     stored_line,
 )
@@ -388,3 +393,97 @@ def test_rank_candidates_on_a_narrowed_subset_equals_the_reference_ranking(input
 
 def text_of(text: Mapping[int, tuple[str, str]]) -> Callable[[Sequence[int]], dict[int, tuple[str, str]]]:
     return lambda ids: {i: text[i] for i in ids}
+
+
+@given(
+    st.lists(st.lists(st.one_of(line_texts(), st.just(""), st.just("-- !")), min_size=1, max_size=40), max_size=4),
+    st.one_of(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=5).map(" ".join), line_texts()),
+    st.sampled_from((1, 3, 20)),
+)
+def test_search_ranks_indexed_documents_as_rank_candidates_does(
+    documents: list[list[str]], query: str, limit: int
+) -> None:
+    # search() (memory, local-disk, the template) counts terms from the indexed lines' counts instead of
+    # scanning index words: the same hits as the reference ranking of the same candidates.
+    indexed = [index_document(f"daily/2024-10-{d + 1:02d}.md", "\n".join(lines)) for d, lines in enumerate(documents)]
+    parsed = Query.parse(query)
+    wanted = set(index_terms(parsed))
+    candidates: list[Candidate] = []
+    text: dict[int, tuple[str, str]] = {}
+    line_count = term_count = 0
+    for doc_id, lines in enumerate(documents):
+        for number, line in enumerate(lines, start=1):
+            stored = stored_line(number, line)
+            if stored is None:
+                continue
+            line_count += 1
+            term_count += stored.length
+            text[len(text)] = (line, "")
+            if wanted & set(stored.terms.split()):
+                candidates.append((len(text) - 1, doc_id, indexed[doc_id].source, number, stored.terms, stored.length))
+    expected = reference_rank(
+        parsed, candidates, line_count=line_count, term_count=term_count, limit=limit, texts=text_of(text)
+    )
+    assert search(parsed, indexed, limit) == expected
+
+
+@pytest.mark.parametrize(
+    "query", ["apple river garden", "narwhal river apple", "river", "apple river garden music walks", "narwhal ann"]
+)
+def test_search_above_the_candidate_budget_ranks_the_narrowed_subset(query: str) -> None:
+    # 2,000 lines, most sharing a common term. The subset, as the rule says: the lines holding a rare term
+    # (in at most a quarter of the budget's lines) and those holding at least j of the terms, for the first
+    # j = 2, 3, ... that fits the budget; when none fits, the shortest lines of the last; when the one that
+    # fits has fewer lines than the limit, the shortest other lines of the level before fill the budget.
+    rng = random.Random(3)
+    words = ["apple", "river", "garden", "music", "walks", *(f"w{i}" for i in range(40))]
+    weights = [30, 20, 12, 8, 6, *([1] * 40)]
+    documents = [
+        [f"Ann: {' '.join(rng.choices(words, weights, k=rng.randint(3, 12)))}" for _ in range(250)]
+        + (["Ann: the narwhal swam by the river"] if d % 3 == 0 else [])
+        for d in range(8)
+    ]
+    indexed = [index_document(f"daily/2024-03-{d + 1:02d}.md", "\n".join(lines)) for d, lines in enumerate(documents)]
+    parsed = Query.parse(query)
+    terms = index_terms(parsed)
+    every: list[tuple[Candidate, set[str]]] = []
+    text: dict[int, tuple[str, str]] = {}
+    line_count = term_count = 0
+    for doc_id, lines in enumerate(documents):
+        for number, line in enumerate(lines, start=1):
+            stored = stored_line(number, line)
+            assert stored is not None
+            line_count += 1
+            term_count += stored.length
+            text[len(text)] = (line, "")
+            held = set(terms) & set(stored.terms.split())
+            if held:
+                row = (len(text) - 1, doc_id, indexed[doc_id].source, number, stored.terms, stored.length)
+                every.append((row, held))
+    assert len(every) > CANDIDATE_BUDGET
+    df = [sum(1 for _, held in every if t in held) for t in terms]
+    rare = {t for t, d in zip(terms, df, strict=True) if d <= CANDIDATE_BUDGET // 4}
+    levels = [every]
+    for j in range(2, len(terms) + 1):
+        if len(rare) == len(terms) or math.comb(len(terms), j) > 64:
+            break
+        levels.append([(row, held) for row, held in every if held & rare or len(held) >= j])
+    fitting = next((k for k, level in enumerate(levels) if len(level) <= CANDIDATE_BUDGET), None)
+    if fitting is None:
+        subset = sorted(levels[-1], key=lambda c: c[0][5])[:CANDIDATE_BUDGET]
+    else:
+        subset = levels[fitting]
+        if len(subset) < 20:
+            others = sorted((c for c in levels[fitting - 1] if c not in subset), key=lambda c: c[0][5])
+            subset = subset + others[: CANDIDATE_BUDGET - len(subset)]
+    expected = reference_rank(
+        parsed,
+        [row for row, _ in subset],
+        line_count=line_count,
+        term_count=term_count,
+        limit=20,
+        df=df,
+        texts=text_of(text),
+    )
+    assert len(expected) == 20
+    assert search(parsed, indexed, 20) == expected

@@ -2,12 +2,14 @@
 
 One query is prepared once (:class:`Query`), documents are indexed once per
 version (:func:`index_document`), and :func:`search` scores the lines of a set
-of indexed documents:
+of indexed documents (:func:`rank_candidates`, below, does the scoring):
 
 * a line containing the whole query as a phrase (the query's words in order,
   case-insensitive, punctuation ignored) scores in (0.5, 1];
 * a line sharing only some terms scores in (0, 0.5), by BM25 over the lines
-  searched, normalised by the best score the query could reach;
+  searched, normalised by the best score the query could reach, blended with
+  its neighbour lines' scores, how much of the query its document covers and
+  whether the query names the day of its daily document;
 * a line sharing no term is never returned (contract P17).
 
 Terms are case-folded, stop words dropped (unless the query is only stop
@@ -16,8 +18,10 @@ prefer?" finds "Prefers metric units.". What a term is (tokens, stop words,
 the stemmer) is part of the contract (:mod:`memvault.contract.terms`): the
 query bound (P14) counts the same terms this ranks by.
 
-The memory provider uses it whole; the database providers (sqlite, postgres)
-rank their candidates with its constants and :func:`contains_phrase`.
+The memory, local-disk and template providers use :func:`search`; the
+database providers (sqlite, postgres) find candidate lines with their own index
+and rank them with :func:`rank_candidates`. Both rank the same lines the same
+way, so every first-party provider returns the same hits for the same documents.
 
 May import: :mod:`memvault.contract`.
 """
@@ -31,8 +35,8 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import compress, repeat
-from operator import add, ge, mul, neg, sub
+from itertools import chain, compress, repeat
+from operator import add, attrgetter, ge, mul, neg, sub
 from typing import Final, Protocol
 
 from attrs import evolve, field, frozen
@@ -41,6 +45,7 @@ from memvault.contract.models import MAX_SNIPPET_CHARS, RecallSnippet
 from memvault.contract.terms import STOP_WORDS, query_terms, stem, tokenize
 
 __all__ = [
+    "CANDIDATE_BUDGET",
     "Candidate",
     "StoredLine",
     "index_term",
@@ -66,20 +71,22 @@ __all__ = [
     "contains_phrase",
     "index_document",
     "names_date",
+    "narrowing",
     "query_dates",
     "search",
     "snippet_around",
     "with_digests",
 ]
 
-#: BM25's term-frequency saturation and length normalisation, for every ranker built on this
-#: module (the memory search below, and the sqlite and postgres providers' candidate ranking).
+#: BM25's term-frequency saturation, for every ranker built on this module. BM25_B is the
+#: length normalisation :func:`search` used before it ranked with :func:`rank_candidates`
+#: (CANDIDATE_BM25_B); kept for code that imports it.
 BM25_K1: Final = 1.2
 BM25_B: Final = 0.75
 #: Phrase lines score in (PHRASE_FLOOR, 1], lines that only share terms in (0, TERM_CEILING] (P17).
 PHRASE_FLOOR: Final = 0.5
 TERM_CEILING: Final = 0.49
-#: Context signals of the database providers' ranking (sqlite, postgres), chosen on LoCoMo
+#: Context signals of the ranking (:func:`rank_candidates`, every provider), chosen on LoCoMo
 #: conversations 0-4 only (docs/performance.md): the share of a line's score taken from its best
 #: neighbour line in the same document (the answer often sits next to the line naming the
 #: question's subject), lines two away counting at SECOND_NEIGHBOUR of their score, and the share
@@ -87,10 +94,10 @@ TERM_CEILING: Final = 0.49
 NEIGHBOUR_WEIGHT: Final = 0.30
 SECOND_NEIGHBOUR: Final = 0.5
 DOCUMENT_WEIGHT: Final = 0.15
-#: BM25's length normalisation in the database providers' ranking (the memory search keeps
-#: BM25_B): a long line is penalised less, chosen on LoCoMo conversations 0-4 only.
+#: BM25's length normalisation in the ranking: a long line is penalised less than with the
+#: usual 0.75 (BM25_B), chosen on LoCoMo conversations 0-4 only.
 CANDIDATE_BM25_B: Final = 0.30
-#: Label terms (the database providers' ranking): a query term that begins at least
+#: Label terms: a query term that begins at least
 #: LABEL_MIN_LINES candidate lines, and at least half of the candidate lines holding it, labels
 #: lines ("Caroline: ..." in a transcript, a speaker's name). It counts only where it begins a
 #: line (a name inside a line is someone else talking to or about them), with a fixed idf of
@@ -98,8 +105,8 @@ CANDIDATE_BM25_B: Final = 0.30
 LABEL_MIN_LINES: Final = 20
 LABEL_IDF: Final = 1.0
 #: Stemmed words that frame a question rather than name what it is about ("what *kind* of",
-#: "how *long*", "did she *mention*") and light verbs ("*go* to", "*take* part"): the database
-#: providers do not search for them unless a query has nothing else. Chosen on LoCoMo
+#: "how *long*", "did she *mention*") and light verbs ("*go* to", "*take* part"): a search
+#: does not look for them unless a query has nothing else. Chosen on LoCoMo
 #: conversations 0-4 only (docs/performance.md).
 QUESTION_FRAME_TERMS: Final = frozenset(
     {"kind", "type", "many", "recent", "long", "mention", "describe", "say", "ever", "go", "get", "make", "take"}
@@ -107,7 +114,7 @@ QUESTION_FRAME_TERMS: Final = frozenset(
 
 #: A query naming a date ("on 16 November, 2023", "in October 2023", "in June") favours the lines
 #: of the daily documents of that day or month (labels ``daily/YYYY-MM-DD.md``, contract P4): the
-#: database providers add DATE_WEIGHT to their score (see :func:`query_dates`). Chosen on LoCoMo
+#: ranking adds DATE_WEIGHT to their score (see :func:`query_dates`). Chosen on LoCoMo
 #: conversations 0-4 only (docs/performance.md).
 DATE_WEIGHT: Final = 0.10
 
@@ -264,50 +271,133 @@ def with_digests(hits: Iterable[RecallSnippet], digests: Mapping[str, str]) -> l
 
 
 def search(query: Query, documents: Iterable[SearchableDocument], limit: int) -> list[RecallSnippet]:
-    """Score every line of ``documents`` against ``query``; the best ``limit`` hits."""
+    """The best ``limit`` lines of ``documents`` for ``query``, ranked as the database providers rank.
+
+    The lines sharing a search term with the query (:func:`index_terms`) are the
+    candidates, and :func:`rank_candidates` scores them over the statistics of all
+    of ``documents``. Above :data:`CANDIDATE_BUDGET` candidates it scores the
+    subset :func:`narrowing` picks, as the sqlite provider does. So the memory,
+    local-disk and template providers and sqlite return the same hits, scores
+    included, for the same documents (when even the narrowest subset is over the
+    budget, its shortest lines are kept, and lines of equal length may be picked
+    in another order than sqlite's). Hits carry no digest (see :func:`with_digests`).
+    """
     docs = list(documents)
     if not query.terms:
         return []
-    wanted = query.terms
-    n_lines = 0
-    total_len = 0
-    df: Counter[str] = Counter()
-    candidates: list[tuple[str, IndexedLine]] = []
-    for doc in docs:
-        n_lines += doc.line_count
-        total_len += doc.total_length
-        positions: set[int] = set()
-        for term in wanted:
-            found = doc.positions(term)
-            if found:
-                df[term] += len(found)
-                positions.update(found)
-        candidates.extend((doc.source, doc.line(p)) for p in sorted(positions))
-    if not candidates:
+    stems = _searched(query)  # index_terms' terms, as the stems the documents' postings are keyed by
+    found: list[IndexedLine] = []
+    doc_of: list[int] = []
+    sources: list[str] = []
+    holders: list[list[Sequence[int]]] = []  # per document, the positions of the lines holding each term
+    df = [0] * len(stems)
+    line_count = term_count = 0
+    for number, doc in enumerate(docs):
+        line_count += doc.line_count
+        term_count += doc.total_length
+        held = list(map(doc.positions, stems))
+        positions = held[0] if len(held) == 1 else sorted(set().union(*held))
+        lines = list(map(doc.line, positions))
+        found.extend(lines)
+        doc_of.extend(repeat(number, len(lines)))
+        sources.append(doc.source)
+        holders.append(held)
+        df = list(map(add, df, map(len, held)))
+    if not found:
         return []
-    phrase = query.joined_phrase
-    avg_len = total_len / n_lines
-    idf = {t: math.log(1.0 + (n_lines - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
-    best_possible = sum(idf.values()) * (BM25_K1 + 1.0) or 1.0
-    scored: list[tuple[float, str, int, IndexedLine]] = []
-    for source, line in candidates:
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * line.length / avg_len)
-        bm25 = 0.0
-        for term in wanted:
-            tf = line.counts.get(term)
-            if tf:
-                bm25 += idf[term] * tf * (BM25_K1 + 1.0) / (tf + norm)
-        relative = min(bm25 / best_possible, 1.0)
-        if phrase in line.joined:
-            score = PHRASE_FLOOR + (1.0 - PHRASE_FLOOR) * max(relative, 1e-6)
-        else:
-            score = TERM_CEILING * max(relative, 1e-6)
-        scored.append((score, source, line.number, line))
-    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
-    return [
-        RecallSnippet(source=source, line=number, snippet=snippet_around(line.text, query), score=round(score, 6))
-        for score, source, number, line in scored[:limit]
-    ]
+    narrowed = len(found) > CANDIDATE_BUDGET
+    if narrowed:
+        # Many lines share a term (common words, a long history): score the subset a narrower
+        # search keeps, with the document frequencies of all of them.
+        rare, levels = narrowing(df)
+        # A line's level: how many of the query's terms it holds, or any level if it holds a rare one.
+        level_of: list[int] = []
+        for held in holders:
+            level = Counter(chain.from_iterable(held))
+            for i in rare:
+                for position in held[i]:
+                    level[position] += len(stems)
+            level_of.extend(map(level.__getitem__, sorted(level)))
+        at_level = Counter(level_of)
+        wider = chosen = 1  # level 1: every candidate
+        for j in levels:
+            wider, chosen = chosen, j
+            if sum(n for held_terms, n in at_level.items() if held_terms >= j) <= CANDIDATE_BUDGET:
+                break
+        keep = list(compress(range(len(found)), map(ge, level_of, repeat(chosen))))
+        if len(keep) > CANDIDATE_BUDGET:  # still too many: the shortest, which BM25's length norm ranks first
+            keep = sorted(sorted(keep, key=lambda i: found[i].length)[:CANDIDATE_BUDGET])
+        elif len(keep) < limit:  # fewer than asked for: the wider level's shortest other lines fill the budget
+            more = compress(range(len(found)), map(ge, level_of, repeat(wider)))
+            others = sorted(set(more).difference(keep), key=lambda i: (found[i].length, i))
+            keep = sorted(keep + others[: CANDIDATE_BUDGET - len(keep)])
+        found = list(map(found.__getitem__, keep))
+        doc_of = list(map(doc_of.__getitem__, keep))
+    rows: list[Candidate] = list(
+        zip(
+            range(len(found)),
+            doc_of,
+            map(sources.__getitem__, doc_of),
+            map(_number, found),
+            map(_line_words, map(_joined, found)),
+            map(_length, found),
+            strict=True,
+        )
+    )
+
+    def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        return {i: (found[i].text, "") for i in ids}
+
+    return rank_candidates(
+        query,
+        rows,
+        line_count=line_count,
+        term_count=term_count,
+        limit=limit,
+        texts=texts,
+        df=df if narrowed else None,
+        term_counts=list(map(_counts, found)),
+    )
+
+
+#: Above this many candidate lines a search ranks the bounded subset :func:`narrowing` picks
+#: (:func:`search`, and the sqlite provider's recall).
+CANDIDATE_BUDGET: Final = 1000
+#: At most this many combinations of terms in one narrower search (an FTS5 query's AND-clauses).
+_MAX_COMBINATIONS: Final = 64
+
+
+def narrowing(df: Sequence[int], budget: int = CANDIDATE_BUDGET) -> tuple[tuple[int, ...], list[int]]:
+    """The narrower candidate sets to try when more than ``budget`` lines share a query term.
+
+    ``df[i]`` is how many lines hold the query's ``i``-th term. Returns the rare terms
+    (those in at most ``budget // 4`` lines, with their full weight in BM25) and the
+    levels ``j`` = 2, 3, ...: level ``j`` keeps every line holding a rare term and, of
+    the other lines, those holding at least ``j`` of the query's terms (a line holding
+    one common term only is the weakest candidate BM25 knows). The caller takes the
+    first level whose lines fit the budget. There are no levels when every term is rare,
+    nor beyond the first ``j`` whose combinations of ``j`` terms number more than 64.
+    """
+    rare = tuple(i for i, d in enumerate(df) if d <= budget // 4)
+    levels: list[int] = []
+    if len(rare) < len(df):
+        for j in range(2, len(df) + 1):
+            if math.comb(len(df), j) > _MAX_COMBINATIONS:
+                break
+            levels.append(j)
+    return rare, levels
+
+
+_number: Final = attrgetter("number")
+_joined: Final = attrgetter("joined")
+_length: Final = attrgetter("length")
+_counts: Final = attrgetter("counts")
+
+
+@functools.lru_cache(maxsize=1 << 14)  # a partition's lines are candidates again and again
+def _line_words(joined: str) -> str:
+    """The index words of a line (:func:`stored_line`'s ``terms``) from its :attr:`IndexedLine.joined`."""
+    return " ".join([_token_term(token, None) for token in joined.split()])
 
 
 # -- ranking for database providers -----------------------------------------------
@@ -365,8 +455,12 @@ def stored_line(number: int, line: str, max_chars: int | None = None) -> StoredL
 def index_terms(query: Query, max_chars: int | None = None) -> tuple[str, ...]:
     """The index words a query searches for: its terms (stemmed non-stop words) without
     :data:`QUESTION_FRAME_TERMS`, unless those are all it has."""
-    terms = [t for t in query.terms if t not in QUESTION_FRAME_TERMS] or query.terms
-    return tuple(dict.fromkeys(index_term(t, max_chars) for t in terms))
+    return tuple(dict.fromkeys(index_term(t, max_chars) for t in _searched(query)))
+
+
+def _searched(query: Query) -> tuple[str, ...]:
+    """The query's terms a search looks for (stems, unique): :func:`index_terms` before encoding."""
+    return tuple(t for t in query.terms if t not in QUESTION_FRAME_TERMS) or query.terms
 
 
 _MONTHS: Final = {
@@ -461,6 +555,7 @@ def rank_candidates(
     texts: Callable[[Sequence[int]], Mapping[int, tuple[str, str]]],
     df: Sequence[int] | None = None,
     max_chars: int | None = None,
+    term_counts: Sequence[dict[str, int]] | None = None,
 ) -> list[RecallSnippet]:
     """Score ``candidates`` (lines of the searched partitions sharing a query term), best first.
 
@@ -476,6 +571,8 @@ def rank_candidates(
     :param df: how many lines of the searched partitions hold each term, when
         ``candidates`` is a narrowed subset of them (default: counted in ``candidates``).
     :param max_chars: the provider's :func:`index_term` bound.
+    :param term_counts: each candidate's term counts by stem (:attr:`IndexedLine.counts`), when the
+        caller has them: the index words are then not scanned to count the query's terms.
     """
     wanted = index_terms(query, max_chars)
     if not wanted:
@@ -501,11 +598,15 @@ def rank_candidates(
     counts: list[list[int]] = []
     holders: list[list[int]] = []
     holding: list[list[str]] = []
+    stems = _searched(query)
     for i, term in enumerate(padded_terms):
-        column = list(map(str.count, padded, repeat(term, n)))
+        if term_counts is not None:
+            column = list(map(dict.get, term_counts, repeat(stems[i]), repeat(0)))
+        else:
+            column = list(map(str.count, padded, repeat(term, n)))
         found = list(compress(range(n), column))
         lines = list(map(padded.__getitem__, found))
-        if found:
+        if found and term_counts is None:
             twice = f"{term}{wanted[i]} "
             if twice in "\n".join(lines):
                 # Twice in a row ("very very"): str.count misses one, as both share a space.
@@ -530,6 +631,7 @@ def rank_candidates(
             texts=texts,
             df=df,
             max_chars=max_chars,
+            term_counts=None if term_counts is None else list(compress(term_counts, keep)),
         )
     held = [len(found) for found in holders]
     if df is None:

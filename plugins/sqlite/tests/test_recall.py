@@ -189,3 +189,17 @@ def test_one_common_word_over_more_lines_than_the_budget_still_finds_its_phrase_
     assert hits[0].snippet == "the river"
     assert hits[0].score > 0.5  # the whole query as a phrase (P17)
     assert all(h.score < 0.5 for h in hits[1:])
+
+
+def test_a_rare_term_above_the_budget_still_returns_the_limit_of_hits(vault: memvault.Vault) -> None:
+    # 1,600 lines hold "garden" and "weather" (more than the candidate budget), two the rare "walrus",
+    # none all three: the narrowest query keeps the two walrus lines only, and the lines holding the
+    # other terms (the shortest first) fill the scored subset up to the budget, so the limit is met.
+    for day in range(1, 5):
+        noise = "".join(f"we talked about the garden and the weather, day {i}\n" for i in range(400))
+        retain(vault, noise, tier="daily", key=f"2024-04-0{day}")
+    retain(vault, "a walrus\nthe walrus again\n", tier="daily", key="2024-05-01")
+    hits = recall(vault, "walrus garden weather", limit=10)
+    assert len(hits) == 10
+    assert {h.snippet for h in hits[:2]} == {"a walrus", "the walrus again"}
+    assert all("garden" in h.snippet and "weather" in h.snippet for h in hits[2:])

@@ -273,9 +273,9 @@ class SqliteProvider:
                     # Many lines share a term (common words, a long history): count each term's lines,
                     # then score only the lines a narrower query keeps (see narrowed_queries).
                     df = [sum(_count(conn, pid, tiers, fts_query([t])) for pid, tiers in searched) for t in terms]
-                    chosen, fits = match, False
+                    wider, chosen, fits = match, match, False
                     for narrower in narrowed_queries(terms, df):
-                        chosen = narrower
+                        wider, chosen = chosen, narrower
                         if sum(_count(conn, pid, tiers, narrower) for pid, tiers in searched) <= budget:
                             fits = True
                             break
@@ -286,6 +286,15 @@ class SqliteProvider:
                         rows.extend(_candidates(conn, pid, tier_values, chosen, None if fits else budget))
                     if not fits:
                         rows = sorted(rows, key=lambda row: (row[5], row[0]))[:budget]
+                    elif len(rows) < request.limit:
+                        # Fewer lines than asked for (a rare term and no line holding them all): the
+                        # wider query's shortest other lines fill the budget.
+                        have = {row[0] for row in rows}
+                        more: list[Candidate] = []
+                        for pid, tier_values in searched:
+                            more.extend(_candidates(conn, pid, tier_values, wider, budget))
+                        more = [row for row in sorted(more, key=lambda row: (row[5], row[0])) if row[0] not in have]
+                        rows.extend(more[: budget - len(rows)])
 
                 def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
                     """Each line's text and its document's digest (so the scanner needs no read-back)."""

@@ -20,34 +20,29 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Final
+
+from memvault.search import CANDIDATE_BUDGET, narrowing
 
 __all__ = ["CANDIDATE_BUDGET", "fts_query", "narrowed_queries"]
-
-#: Above this many candidate lines a recall scores a bounded subset (see :func:`narrowed_queries`).
-CANDIDATE_BUDGET: Final = 1000
-#: At most this many AND-clauses in one narrowed FTS5 query.
-_MAX_CLAUSES: Final = 64
 
 
 def narrowed_queries(terms: Sequence[str], df: Sequence[int], budget: int = CANDIDATE_BUDGET) -> list[str]:
     """FTS5 queries that find fewer, better candidates than the OR of all ``terms``, most inclusive first.
 
-    Query ``j`` keeps every line holding a rare term (one in at most ``budget // 4``
-    lines, with its full weight in BM25) and, of the other lines, those holding at
-    least ``j`` of the query's terms (``j`` = 2, 3, ...). A line holding one common
-    term only is the weakest candidate BM25 knows; the caller picks the first query
-    whose matches fit the budget.
+    The levels of :func:`memvault.search.narrowing` (the rule :func:`memvault.search.search`
+    applies too, so the memory and local-disk providers keep the same lines): query ``j``
+    keeps every line holding a rare term and, of the other lines, those holding at least
+    ``j`` of the query's terms. The caller picks the first query whose matches fit the budget.
     """
-    rare = [t for t, d in zip(terms, df, strict=True) if d <= budget // 4]
-    common = [t for t in terms if t not in rare]
-    queries: list[str] = []
-    for j in range(2, len(terms) + 1):
-        clauses = [" AND ".join(f'"{t}"' for t in combo) for combo in itertools.combinations(terms, j)]
-        if len(clauses) > _MAX_CLAUSES or not common:
-            break
-        queries.append(" OR ".join([*(f'"{t}"' for t in rare), *(f"({c})" for c in clauses)]))
-    return queries
+    rare, levels = narrowing(df, budget)
+    any_rare = [f'"{terms[i]}"' for i in rare]
+    return [
+        " OR ".join([*any_rare, *(f"({_all_of(combo)})" for combo in itertools.combinations(terms, j))]) for j in levels
+    ]
+
+
+def _all_of(terms: Sequence[str]) -> str:
+    return " AND ".join(f'"{t}"' for t in terms)
 
 
 def fts_query(terms: Sequence[str]) -> str:
