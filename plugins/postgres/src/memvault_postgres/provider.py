@@ -20,6 +20,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from itertools import combinations
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
@@ -52,7 +53,7 @@ from memvault.contract.models import (
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
 from memvault.hooks.markers import hookimpl
-from memvault.search import index_terms, rank_candidates, stored_line
+from memvault.search import CANDIDATE_BUDGET, index_terms, narrowing, rank_candidates, stored_line
 from memvault_postgres import schema
 from memvault_postgres.search import MAX_TERM, lexemes, ts_query
 
@@ -70,6 +71,80 @@ _TRUST_RECENT: Final = 1.0
 _RECENTLY_DEAD: Final = re.compile(r"(\d+) dead row versions cannot be removed yet")
 #: Errors after which the whole transaction was rolled back and is safe to run again.
 _RETRYABLE: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+#: A recall's candidate rows of the searched partitions and tiers (the caller adds the ``tsquery``):
+#: document id, label, line number, text, index words, length, the document's digest.
+_CANDIDATES: Final = (
+    "SELECT l.document_id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256"
+    " FROM lines AS l JOIN documents AS d ON d.partition_id = l.partition_id AND d.id = l.document_id"
+    " WHERE l.partition_id = ANY(%(pids)s) AND d.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
+)
+#: Up to this many query terms a recall counts the lines holding each set of them (a bit mask per
+#: line); beyond it only each term's lines (no narrower query exists beyond 11 terms anyway:
+#: memvault.search.narrowing stops where the combinations of 2 terms pass 64).
+_MASK_TERMS: Final = 16
+
+
+def _narrowed(
+    conn: _Conn, searched: dict[str, Any], terms: Sequence[str], limit: int
+) -> tuple[int, int, list[int], list[tuple[Any, ...]]]:
+    """More than the budget of lines share a query term: the statistics, each term's document
+    frequency and the candidate rows of the subset :func:`memvault.search.narrowing` picks (the
+    subset the sqlite provider and :func:`memvault.search.search` score), in one snapshot."""
+    pids: list[int] = searched["pids"]
+    per_term = [" | ".join(f"'{pid}.{t}'" for pid in pids) for t in terms]
+    params: dict[str, Any] = {**searched, **{f"t{i}": q for i, q in enumerate(per_term)}}
+    params["query"] = " | ".join(per_term)
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        line_count, term_count = conn.execute(
+            "SELECT coalesce(sum(lines), 0), coalesce(sum(terms), 0) FROM tier_counts"
+            " WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s)",
+            params,
+        ).fetchone() or (0, 0)
+        where = "FROM lines AS l WHERE l.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
+        where += " AND l.tsv @@ %(query)s::tsquery"
+        if len(terms) <= _MASK_TERMS:
+            # How many lines hold each set of the query's terms: every term's frequency and every
+            # narrower query's size, from one pass over the candidates.
+            mask = " + ".join(f"((l.tsv @@ %(t{i})s::tsquery)::int << {i})" for i in range(len(terms)))
+            sets = conn.execute(f"SELECT {mask}, count(*) {where} GROUP BY 1", params).fetchall()
+            df = [sum(int(n) for held, n in sets if held >> i & 1) for i in range(len(terms))]
+        else:
+            counts = ", ".join(f"count(*) FILTER (WHERE l.tsv @@ %(t{i})s::tsquery)" for i in range(len(terms)))
+            df = [int(n) for n in conn.execute(f"SELECT {counts} {where}", params).fetchone() or ()]
+            sets = []
+        rare, levels = narrowing(df)
+        rare_bits = sum(1 << i for i in rare)
+
+        def kept(level: int) -> int:
+            return sum(int(n) for held, n in sets if held & rare_bits or held.bit_count() >= level)
+
+        def level_query(level: int) -> str:
+            if level == 1:
+                return str(params["query"])
+            parts = [per_term[i] for i in rare]
+            parts += [" & ".join(f"({per_term[i]})" for i in combo) for combo in combinations(range(len(terms)), level)]
+            return " | ".join(f"({part})" for part in parts)
+
+        def fetch(level: int, shortest: bool) -> list[tuple[Any, ...]]:
+            order = " ORDER BY l.length, l.document_id, l.line_no, l.partition_id LIMIT %(budget)s" if shortest else ""
+            return conn.execute(
+                f"{_CANDIDATES} AND l.tsv @@ %(level)s::tsquery{order}",
+                {**params, "level": level_query(level), "budget": CANDIDATE_BUDGET},
+            ).fetchall()
+
+        wider = chosen = 1
+        for level in levels:
+            wider, chosen = chosen, level
+            if kept(level) <= CANDIDATE_BUDGET:
+                break
+        fits = chosen > 1 and kept(chosen) <= CANDIDATE_BUDGET
+        rows = fetch(chosen, shortest=not fits)
+        if fits and len(rows) < limit:  # fewer than asked for: the wider query's shortest other lines fill it
+            have = {(row[0], row[2]) for row in rows}
+            more = [row for row in fetch(wider, shortest=True) if (row[0], row[2]) not in have]
+            rows += more[: CANDIDATE_BUDGET - len(rows)]
+    return int(line_count), int(term_count), df, rows
 
 
 def _translated(
@@ -473,24 +548,26 @@ class PostgresProvider:
                     tier_values.extend(t.value for t in tiers)
             if not pids:
                 return RecallResult(hits=[])
+            searched = {"pids": pids, "tiers": tier_values}
             # One statement, so one snapshot: the statistics and the candidates agree, in one round trip.
             rows = conn.execute(
                 "WITH stats AS (SELECT coalesce(sum(lines), 0) AS lines, coalesce(sum(terms), 0) AS terms"
                 " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
                 " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
-                " SELECT l.document_id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256"
-                " FROM lines AS l JOIN documents AS d ON d.partition_id = l.partition_id AND d.id = l.document_id"
-                " WHERE l.partition_id = ANY(%(pids)s) AND d.partition_id = ANY(%(pids)s)"
-                " AND l.tsv @@ %(query)s::tsquery AND l.tier = ANY(%(tiers)s)) AS c ON true",
-                {"pids": pids, "tiers": tier_values, "query": " | ".join(ts_query(pid, terms) for pid in pids)},
+                f" {_CANDIDATES} AND l.tsv @@ %(query)s::tsquery LIMIT %(probe)s) AS c ON true",
+                {**searched, "query": " | ".join(ts_query(pid, terms) for pid in pids), "probe": CANDIDATE_BUDGET + 1},
             ).fetchall()
             line_count, term_count = int(rows[0][0]), int(rows[0][1])
-            found = [r for r in rows if r[2] is not None]
-            candidates = [(i, r[2], r[3], r[4], r[6], r[7]) for i, r in enumerate(found)]
+            found = [r[2:] for r in rows if r[2] is not None]
+            df: list[int] | None = None
+            if len(found) > CANDIDATE_BUDGET:
+                # Many lines share a term (common words, a long history): the subset sqlite scores.
+                line_count, term_count, df, found = _narrowed(conn, searched, terms, request.limit)
+            candidates = [(i, r[0], r[1], r[2], r[4], r[5]) for i, r in enumerate(found)]
 
             def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
                 # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
-                return {i: (str(found[i][5]), str(found[i][8])) for i in ids}
+                return {i: (str(found[i][3]), str(found[i][6])) for i in ids}
 
             hits = rank_candidates(
                 query,
@@ -499,6 +576,7 @@ class PostgresProvider:
                 term_count=term_count,
                 limit=request.limit,
                 texts=texts,
+                df=df,
                 max_chars=MAX_TERM,
             )
             return RecallResult(hits=hits)

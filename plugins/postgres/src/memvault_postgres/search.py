@@ -12,7 +12,9 @@ Index words are :func:`memvault.search.index_term` words bounded by
 ``tsvector`` is ``array_to_tsvector`` of its words, each prefixed with the
 partition's id (``"<pid>.<term>"``), so one GIN lookup is already local to the
 partition. A query reaches PostgreSQL only as a ``tsquery`` of quoted index
-words built here, never as user-written syntax.
+words built here, never as user-written syntax. Above
+:data:`memvault.search.CANDIDATE_BUDGET` matching lines a recall scores the
+subset :func:`memvault.search.narrowing` picks, as sqlite does.
 """
 
 from __future__ import annotations
