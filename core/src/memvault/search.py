@@ -684,56 +684,26 @@ def rank_candidates(
         cover_of[mask] = sum(idf[i] for i in indices if mask >> i & 1) / total_idf
     doc_cover = {doc: cover_of[mask] for doc, mask in masks.items()}
     weighted_cover = {doc: DOCUMENT_WEIGHT * cover for doc, cover in doc_cover.items()}
-    # Only a line holding every query term, and their index words in the phrase's order, can hold
-    # the phrase: read and tokenise those, best first, until `limit` of them hold it (or none are left).
-    if n_terms == 1:
-        every = holders[0]
-    else:
-        every = sorted(set(holders[0]).intersection(*holders[1:]))
-    phrase_words = f" {' '.join(_token_term(t, max_chars) for t in query.phrase)} "
-    maybe: list[int] = []
-    if phrase_words in padded_terms:  # a one-word phrase: every line holding the terms holds its word
-        maybe = every
-    elif query.phrase:
-        maybe = list(compress(every, map(str.__contains__, map(padded.__getitem__, every), repeat(phrase_words))))
-    # Lines of documents of a date the query names (none: no query date, the common case, costs nothing more).
-    dates = query_dates(query.text) if not _MONTH_PREFIXES.isdisjoint(t[:3] for t in query.phrase) else ()
-    dated_lines: list[int] = []
-    if dates:
-        dated = {doc for doc, label in dict(zip(docs, labels, strict=True)).items() if names_date(dates, label)}
-        dated_lines = [i for i, doc in enumerate(docs) if doc in dated]
     # The neighbour signal: the best of the candidate lines one and two away in the same document.
     # Keys doc * span + line: a document's lines, and those up to two lines beyond them, never meet
-    # another document's lines. A line without one scores own_weight * relative + DOCUMENT_WEIGHT *
-    # cover (+ NEIGHBOUR_WEIGHT * 0.0, and x + NEIGHBOUR_WEIGHT * 0.0 == x): `blended` starts there.
+    # another document's lines.
     span = max(numbers) - min(numbers) + 5
     keys = list(map(add, map(mul, docs, repeat(span)), numbers))
     relative = dict(zip(keys, map(relative_of.__getitem__, shapes), strict=True))
-    blended = list(map(add, map(own_of.__getitem__, shapes), map(weighted_cover.__getitem__, docs)))
     ordered = sorted(keys)
     close = list(map(ge, repeat(2), map(sub, ordered[1:], ordered[:-1])))
     at: Sequence[int] = range(n)
-    if 4 * close.count(True) < n:  # most lines have no candidate within two lines: only the others
+    near: Sequence[int] = keys
+    if 4 * close.count(True) >= n:  # most lines have a candidate within two lines: computed for every line
+        blended = [0.0] * n
+    else:
+        # The others have none: own_weight * relative + NEIGHBOUR_WEIGHT * 0.0 + DOCUMENT_WEIGHT * cover,
+        # and x + NEIGHBOUR_WEIGHT * 0.0 == x.
+        blended = list(map(add, map(own_of.__getitem__, shapes), map(weighted_cover.__getitem__, docs)))
         with_one = set(compress(ordered[1:], close)).union(compress(ordered, close))
         at = list(compress(range(n), map(with_one.__contains__, keys)))
-    if n - len(maybe) > limit and len(at) > 2 * limit:
-        # Of the lines holding no phrase only the best `limit` are returned: a line whose score cannot
-        # reach the limit-th best score without a neighbour, even with the best neighbour there is,
-        # needs none (its score stays below the floor chosen below, which is the same either way).
-        lower = blended
-        if dated_lines:
-            lower = list(blended)
-            for i in dated_lines:
-                lower[i] += DATE_WEIGHT
-        pool = list(lower)
-        list(map(pool.__setitem__, maybe, repeat(-1.0)))
-        reachable = heapq.nlargest(limit, pool)[-1]
-        if reachable > 1e-5:  # (a floor of 1e-5 would tie lines that never reach it)
-            reach = reachable - NEIGHBOUR_WEIGHT * max(relative_of.values()) - 1e-9
-            needed = set(maybe).union(compress(range(n), map(ge, lower, repeat(reach))))
-            at = list(compress(at, map(needed.__contains__, at)))
-    if at:
         near = list(map(keys.__getitem__, at))
+    if at:
         get = relative.get
         neighbour = map(
             max,
@@ -746,12 +716,29 @@ def rank_candidates(
         cover = map(weighted_cover.__getitem__, map(docs.__getitem__, at))
         with_neighbour = map(add, map(add, own, map(mul, repeat(NEIGHBOUR_WEIGHT), neighbour)), cover)
         list(map(blended.__setitem__, at, with_neighbour))
-    for i in dated_lines:
-        blended[i] += DATE_WEIGHT
+    # Lines of documents of a date the query names (none: no query date, the common case, costs nothing more).
+    dates = query_dates(query.text) if not _MONTH_PREFIXES.isdisjoint(t[:3] for t in query.phrase) else ()
+    if dates:
+        dated = {doc for doc, label in dict(zip(docs, labels, strict=True)).items() if names_date(dates, label)}
+        for i, doc in enumerate(docs):
+            if doc in dated:
+                blended[i] += DATE_WEIGHT
     # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
     if min(blended) < 1e-5 or max(blended) > 1.0:
         blended = list(map(min, map(max, blended, repeat(1e-5)), repeat(1.0)))
 
+    # Only a line holding every query term, and their index words in the phrase's order, can hold
+    # the phrase: read and tokenise those, best first, until `limit` of them hold it (or none are left).
+    if n_terms == 1:
+        every = holders[0]
+    else:
+        every = sorted(set(holders[0]).intersection(*holders[1:]))
+    phrase_words = f" {' '.join(_token_term(t, max_chars) for t in query.phrase)} "
+    maybe: list[int] = []
+    if phrase_words in padded_terms:  # a one-word phrase: every line holding the terms holds its word
+        maybe = every
+    elif query.phrase:
+        maybe = list(compress(every, map(str.__contains__, map(padded.__getitem__, every), repeat(phrase_words))))
     # (-blended, label, line, line id): best first in natural order.
     maybe_phrase = sorted(_entries(maybe, blended, labels, numbers, line_ids))
     # Of the other lines, only those at least as good as the limit-th best can be among the best `limit`.
