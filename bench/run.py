@@ -27,6 +27,7 @@ BENCHES: dict[str, list[str]] = {
     "lifecycle": ["lifecycle_bench.py"],
     "mcp": ["mcp_bench.py", "--write"],
     "postgres": ["postgres_bench.py", "--out", str(RESULTS / "postgres.md")],
+    "ranking": ["ranking_bench.py", "--out", str(RESULTS / "ranking.md")],
 }
 
 
