@@ -2,7 +2,7 @@
 
 For each provider (memory, local-disk, sqlite by default) and each contender (this
 tree and, with ``--baseline REF``, the tree at git ``REF``), in interleaved rounds,
-each in a fresh process:
+each in a fresh process (the order of the contenders alternates by round):
 
 postgres is measured too when named (a private cluster, ``memvault_postgres.testing``).
 
@@ -193,7 +193,10 @@ def main() -> None:
             contenders[args.baseline] = _extract(args.baseline, Path(tmp))
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in contenders}
         for round_ in range(args.rounds):
-            for name, path in contenders.items():
+            order = list(contenders.items())
+            if round_ % 2:  # whoever runs first in a round may be slowed by it: alternate
+                order.reverse()
+            for name, path in order:
                 runs[name].append(_run(providers, path))
                 print(f"round {round_ + 1}: {name} done", file=sys.stderr)
     names = list(contenders)
@@ -219,8 +222,8 @@ def main() -> None:
     if args.out:
         command = " ".join(["python bench/ranking_bench.py", *sys.argv[1:]])
         header = (
-            "# One ranking for every provider\n\n"
-            f"`{command}`: medians over {args.rounds} interleaved rounds (each round's figure in brackets); "
+            f"`{command}`: medians over {args.rounds} interleaved rounds, the order alternating (each round's "
+            "figure in brackets); "
             "recall@k is the same in every round.\n\n"
         )
         args.out.write_text(header + "\n".join(table) + "\n")
