@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -40,15 +39,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SHAPES = {
-    "five common words": "apple river garden music family",
-    "two common words": "apple garden",
-    "one common word": "river",
-    "a rare word": "topic190",
-    "common + rare": "apple river topic150",
-    "a phrase": "apple river",
-    "a rare word + two common, no line with all": "topic200 apple river",
-}
 
 
 def _settings(provider: str, folder: str, dsn: str) -> dict[str, Any]:
@@ -119,11 +109,10 @@ def _figures(memvault: Any, locomo: Any, data: list[dict[str, Any]], provider: s
             figures[f"recall {name}"] = recall
             if name == "all":
                 figures["locomo p50"] = statistics.median(latencies)
-    rng = random.Random(11)
-    words = ["apple", "river", "garden", "music", "family", "school", "travel", "painting", "friend", "dog"]
-    words += [f"topic{i}" for i in range(205)]
-    weights = [1 / (i + 1) for i in range(len(words))]
-    lines = [f"Speaker: {' '.join(rng.choices(words, weights, k=12))}" for _ in range(10_000)]
+    import sqlite_bench  # on sys.path (worker)
+
+    lines = sqlite_bench.common_term_lines(10_000)
+    shapes = {**sqlite_bench.COMMON_TERM_SHAPES, "a rare word + two common, no line with all": "topic200 apple river"}
     _empty(provider, dsn)
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -139,7 +128,7 @@ def _figures(memvault: Any, locomo: Any, data: list[dict[str, Any]], provider: s
                 )
             )
         _settle(provider)
-        for shape, query in SHAPES.items():
+        for shape, query in shapes.items():
             request = memvault.RecallRequest(workspace_id="w", agent_id="a", query=query, limit=20)
             hits = len(vault.recall(request).hits)
             times = []

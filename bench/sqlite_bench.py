@@ -334,6 +334,26 @@ def forget_cost(cache: Path, n_partitions: int, lines: list[str], samples: int =
     return times
 
 
+#: The query shapes of :func:`common_terms` (also timed per provider by ranking_bench.py).
+COMMON_TERM_SHAPES: dict[str, str] = {
+    "five common words": "apple river garden music family",
+    "two common words": "apple garden",
+    "one common word": "river",
+    "a rare word": "topic190",
+    "common + rare": "apple river topic150",
+    "a phrase": "apple river",
+}
+
+
+def common_term_lines(n_lines: int) -> list[str]:
+    """``Speaker: ...`` lines of 12 words drawn from 215 with Zipf weights (the commonest in ~40 % of lines)."""
+    rng = random.Random(11)
+    words = ["apple", "river", "garden", "music", "family", "school", "travel", "painting", "friend", "dog"]
+    words += [f"topic{i}" for i in range(205)]
+    weights = [1 / (i + 1) for i in range(len(words))]
+    return [f"Speaker: {' '.join(rng.choices(words, weights, k=12))}" for _ in range(n_lines)]
+
+
 def common_terms(tmp: Path, n_lines: int = 10_000, rounds: int = 25) -> list[dict[str, Any]]:
     """One partition of ``n_lines`` lines over a small vocabulary; query shapes against the engine floor.
 
@@ -342,19 +362,8 @@ def common_terms(tmp: Path, n_lines: int = 10_000, rounds: int = 25) -> list[dic
     Each query shape is timed through ``vault.recall`` and as FTS5's bm25 top-20
     on a table holding only those lines, interleaved call by call.
     """
-    rng = random.Random(11)
-    words = ["apple", "river", "garden", "music", "family", "school", "travel", "painting", "friend", "dog"]
-    words += [f"topic{i}" for i in range(205)]
-    weights = [1 / (i + 1) for i in range(len(words))]
-    body_lines = [f"Speaker: {' '.join(rng.choices(words, weights, k=12))}" for _ in range(n_lines)]
-    shapes = {
-        "five common words": "apple river garden music family",
-        "two common words": "apple garden",
-        "one common word": "river",
-        "a rare word": "topic190",
-        "common + rare": "apple river topic150",
-        "a phrase": "apple river",
-    }
+    body_lines = common_term_lines(n_lines)
+    shapes = COMMON_TERM_SHAPES
     results = []
     with memvault.open("sqlite", path=str(tmp / "common.db"), scanner="off", synchronous="off") as vault:
         per_doc = 250

@@ -106,6 +106,21 @@ def _hits(vault: memvault.Vault, query: str, limit: int) -> list[tuple[str, int,
     return [(hit.source, hit.line, hit.score, hit.snippet) for hit in result.hits]
 
 
+def _write(vaults: dict[str, memvault.Vault], tier: str, key: str, body: str, mode: str) -> None:
+    for vault in vaults.values():
+        vault.retain(
+            memvault.RetainRequest(workspace_id="w", agent_id="a", tier=tier, key=key, content=body, mode=mode)
+        )
+
+
+def _same_as_sqlite(vaults: dict[str, memvault.Vault], query: str, limit: int) -> list[tuple[str, int, float, str]]:
+    """sqlite's hits for ``query``, after checking that the other providers return the same."""
+    expected = _hits(vaults["sqlite"], query, limit)
+    for name in ("memory", "local-disk"):
+        assert _hits(vaults[name], query, limit) == expected, f"{name} ranks {query!r} unlike sqlite"
+    return expected
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents=DOCUMENTS, queries=st.lists(QUERIES, min_size=1, max_size=4), limit=st.sampled_from((1, 5, 50)))
 def test_every_provider_returns_the_same_hits(
@@ -113,17 +128,9 @@ def test_every_provider_returns_the_same_hits(
 ) -> None:
     with _vaults() as vaults:
         for (tier, key), lines in documents:
-            body = "".join(f"{line}\n" for line in lines)
-            for vault in vaults.values():
-                vault.retain(
-                    memvault.RetainRequest(
-                        workspace_id="w", agent_id="a", tier=tier, key=key, content=body, mode="append"
-                    )
-                )
+            _write(vaults, tier, key, "".join(f"{line}\n" for line in lines), "append")
         for query in queries:
-            expected = _hits(vaults["sqlite"], query, limit)
-            for name in ("memory", "local-disk"):
-                assert _hits(vaults[name], query, limit) == expected, f"{name} ranks {query!r} unlike sqlite"
+            _same_as_sqlite(vaults, query, limit)
 
 
 def test_the_same_hits_on_locomo_like_turns() -> None:
@@ -139,27 +146,14 @@ def test_the_same_hits_on_locomo_like_turns() -> None:
     with _vaults() as vaults:
         for day in range(1, 8):
             body = "".join(f"{turns[(day * 5 + i) % len(turns)]}\n" for i in range(12))
-            for vault in vaults.values():
-                vault.retain(
-                    memvault.RetainRequest(
-                        workspace_id="w",
-                        agent_id="a",
-                        tier="daily",
-                        key=f"2023-05-{day:02d}",
-                        content=body,
-                        mode="replace",
-                    )
-                )
+            _write(vaults, "daily", f"2023-05-{day:02d}", body, "replace")
         for query in (
             "What did Caroline research?",
             "When did Melanie paint a sunrise?",
             "What kind of support group did Caroline go to on 3 May 2023?",
             "camping beach",
         ):
-            expected = _hits(vaults["sqlite"], query, 10)
-            assert expected
-            for name in ("memory", "local-disk"):
-                assert _hits(vaults[name], query, 10) == expected, f"{name} ranks {query!r} unlike sqlite"
+            assert _same_as_sqlite(vaults, query, 10)
 
 
 def test_the_same_hits_above_the_candidate_budget() -> None:
@@ -172,19 +166,6 @@ def test_the_same_hits_above_the_candidate_budget() -> None:
         for day in range(1, 9):
             body = "".join(f"Ann: {' '.join(rng.choices(words, weights, k=rng.randint(3, 12)))}\n" for _ in range(250))
             body += "Ann: the narwhal swam by the river\n" if day % 3 == 0 else ""
-            for vault in vaults.values():
-                vault.retain(
-                    memvault.RetainRequest(
-                        workspace_id="w",
-                        agent_id="a",
-                        tier="daily",
-                        key=f"2024-03-{day:02d}",
-                        content=body,
-                        mode="replace",
-                    )
-                )
+            _write(vaults, "daily", f"2024-03-{day:02d}", body, "replace")
         for query in ("apple river garden", "apple river garden music walks", "narwhal river apple", "river apple"):
-            expected = _hits(vaults["sqlite"], query, 20)
-            assert len(expected) == 20
-            for name in ("memory", "local-disk"):
-                assert _hits(vaults[name], query, 20) == expected, f"{name} ranks {query!r} unlike sqlite"
+            assert len(_same_as_sqlite(vaults, query, 20)) == 20

@@ -157,14 +157,18 @@ def test_hits_carry_the_current_body_digest_after_append_and_replace(vault: memv
     assert [h.digest for h in recall(vault, "plum")] == [hashlib.sha256(b"plum three\n").hexdigest()]
 
 
+def _fill_four_days(vault: memvault.Vault, line: str) -> None:
+    """1,600 lines (above the provider's candidate budget): ``line`` numbered ``{i}``, 400 a day."""
+    for day in range(1, 5):
+        retain(vault, "".join(line.format(i=i) + "\n" for i in range(400)), tier="daily", key=f"2024-04-0{day}")
+
+
 def test_a_partition_where_every_line_shares_a_query_term_still_ranks_the_best_lines_first(
     vault: memvault.Vault,
 ) -> None:
     # 1,500 candidate lines (above the provider's candidate budget): the scored subset must
     # keep the lines holding a rare term, and the lines holding most of the query's terms.
-    for day in range(1, 5):
-        noise = "".join(f"we talked about the garden and the weather, day {i}\n" for i in range(400))
-        retain(vault, noise, tier="daily", key=f"2024-04-0{day}")
+    _fill_four_days(vault, "we talked about the garden and the weather, day {i}")
     retain(vault, "the garden party had music and a walrus\n", tier="daily", key="2024-05-01")
     retain(vault, "music in the garden, weather permitting\n", tier="daily", key="2024-05-02")
     hits = recall(vault, "garden music weather walrus", limit=5)
@@ -180,9 +184,7 @@ def test_one_common_word_over_more_lines_than_the_budget_still_finds_its_phrase_
     vault: memvault.Vault,
 ) -> None:
     # 1,600 lines hold the only query term ("rivers" stems to "river"); one line holds the word itself.
-    for day in range(1, 5):
-        noise = "".join(f"a long line about rivers and many other things, number {i}\n" for i in range(400))
-        retain(vault, noise, tier="daily", key=f"2024-04-0{day}")
+    _fill_four_days(vault, "a long line about rivers and many other things, number {i}")
     retain(vault, "the river\n", tier="daily", key="2024-05-01")
     hits = recall(vault, "river", limit=3)
     assert len(hits) == 3
@@ -195,9 +197,7 @@ def test_a_rare_term_above_the_budget_still_returns_the_limit_of_hits(vault: mem
     # 1,600 lines hold "garden" and "weather" (more than the candidate budget), two the rare "walrus",
     # none all three: the narrowest query keeps the two walrus lines only, and the lines holding the
     # other terms (the shortest first) fill the scored subset up to the budget, so the limit is met.
-    for day in range(1, 5):
-        noise = "".join(f"we talked about the garden and the weather, day {i}\n" for i in range(400))
-        retain(vault, noise, tier="daily", key=f"2024-04-0{day}")
+    _fill_four_days(vault, "we talked about the garden and the weather, day {i}")
     retain(vault, "a walrus\nthe walrus again\n", tier="daily", key="2024-05-01")
     hits = recall(vault, "walrus garden weather", limit=10)
     assert len(hits) == 10
