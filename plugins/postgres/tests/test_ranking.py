@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import Any
 
+import psycopg
 import pytest
 
 import memvault
@@ -58,3 +60,51 @@ def test_above_the_budget_postgres_returns_the_memory_providers_hits(
         assert len(expected) == (2 if query == "narwhal" else 20)
         got = [(h.source, h.line, h.score, h.snippet) for h in vault.recall(request).hits]
         assert got == expected, query
+
+
+def test_lines_forgotten_between_the_two_looks_are_all_scored(
+    vault: memvault.Vault, memory: memvault.Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1,220 lines share a query term: the first look finds more than the budget. Another agent forgets 600
+    # of them before the second look (the narrowing transaction) begins. The 620 left fit the budget, so
+    # recall scores them all, as the memory provider does after the same forgets; the narrower query
+    # (both terms) would keep only the 20 long lines holding both, which the short lines outrank.
+    filler = " ".join(f"filler{i}" for i in range(30))
+    documents = {
+        1: [f"garden {i}" for i in range(300)],
+        2: [f"garden {i}" for i in range(300)],
+        3: [f"garden {i}" for i in range(300)] + [f"walrus {filler} garden" for _ in range(20)],
+        4: [f"walrus {i}" for i in range(300)],
+    }
+    for day, lines in documents.items():
+        for store in (vault, memory):
+            store.retain(
+                memvault.RetainRequest(
+                    workspace_id="w1",
+                    agent_id="a",
+                    tier="daily",
+                    key=f"2024-03-0{day}",
+                    content="".join(f"{line}\n" for line in lines),
+                    mode="append",
+                )
+            )
+    forgotten: list[int] = []
+    transaction = psycopg.Connection.transaction
+
+    def forget_first(self: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+        if not forgotten:
+            forgotten.append(1)
+            for store in (vault, memory):
+                for day in (1, 2):
+                    store.forget(memvault.ForgetRequest(workspace_id="w1", agent_id="a", id=f"daily/2024-03-0{day}.md"))
+        return transaction(self, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "transaction", forget_first)
+    request = memvault.RecallRequest(workspace_id="w1", agent_id="a", query="garden walrus", limit=20)
+    got = [(h.source, h.line, h.score, h.snippet) for h in vault.recall(request).hits]
+    assert forgotten
+    monkeypatch.undo()
+    expected = [(h.source, h.line, h.score, h.snippet) for h in memory.recall(request).hits]
+    assert len(expected) == 20
+    assert any("filler" not in hit[3] for hit in expected)
+    assert got == expected

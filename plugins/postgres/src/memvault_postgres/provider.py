@@ -86,10 +86,13 @@ _MASK_TERMS: Final = 16
 
 def _narrowed(
     conn: _Conn, searched: dict[str, Any], terms: Sequence[str], limit: int
-) -> tuple[int, int, list[int], list[tuple[Any, ...]]]:
+) -> tuple[int, int, list[int] | None, list[tuple[Any, ...]]]:
     """More than the budget of lines share a query term: the statistics, each term's document
     frequency and the candidate rows of the subset :func:`memvault.search.narrowing` picks (the
-    subset the sqlite provider and :func:`memvault.search.search` score), in one snapshot."""
+    subset the sqlite provider and :func:`memvault.search.search` score), in one snapshot.
+
+    If no more than the budget match any longer (forgotten since the caller's first look), every
+    matching line and no frequencies (the caller's ranking counts them in the rows)."""
     pids: list[int] = searched["pids"]
     per_term = [" | ".join(f"'{pid}.{t}'" for pid in pids) for t in terms]
     params: dict[str, Any] = {**searched, **{f"t{i}": q for i, q in enumerate(per_term)}}
@@ -109,9 +112,10 @@ def _narrowed(
             mask = " + ".join(f"((l.tsv @@ %(t{i})s::tsquery)::int << {i})" for i in range(len(terms)))
             sets = conn.execute(f"SELECT {mask}, count(*) {where} GROUP BY 1", params).fetchall()
             df = [sum(int(n) for held, n in sets if held >> i & 1) for i in range(len(terms))]
+            total = sum(int(n) for _, n in sets)
         else:
             counts = ", ".join(f"count(*) FILTER (WHERE l.tsv @@ %(t{i})s::tsquery)" for i in range(len(terms)))
-            df = [int(n) for n in conn.execute(f"SELECT {counts} {where}", params).fetchone() or ()]
+            total, *df = (int(n) for n in conn.execute(f"SELECT count(*), {counts} {where}", params).fetchone() or ())
             sets = []
         rare, levels = narrowing(df)
         rare_bits = sum(1 << i for i in rare)
@@ -133,6 +137,8 @@ def _narrowed(
                 {**params, "level": level_query(level), "budget": CANDIDATE_BUDGET},
             ).fetchall()
 
+        if total <= CANDIDATE_BUDGET:  # lines were forgotten since the first look: score them all
+            return int(line_count), int(term_count), None, fetch(1, shortest=False)
         wider = chosen = 1
         for level in levels:
             wider, chosen = chosen, level
