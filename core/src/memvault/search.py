@@ -286,29 +286,34 @@ def search(query: Query, documents: Iterable[SearchableDocument], limit: int) ->
     if not query.terms:
         return []
     stems = _searched(query)  # index_terms' terms, as the stems the documents' postings are keyed by
+    line_count = sum(map(_line_count, docs))
+    term_count = sum(map(_total_length, docs))
     found: list[IndexedLine] = []
     doc_of: list[int] = []
-    sources: list[str] = []
-    holders: list[list[Sequence[int]]] = []  # per document, the positions of the lines holding each term
-    df = [0] * len(stems)
-    line_count = term_count = 0
-    for number, doc in enumerate(docs):
-        line_count += doc.line_count
-        term_count += doc.total_length
-        held = list(map(doc.positions, stems))
-        positions = held[0] if len(held) == 1 else sorted(set().union(*held))
+    sources: dict[int, str] = {}
+    holders: list[list[Sequence[int]]] = []  # per document with a candidate, the lines holding each term
+    one = stems[0] if len(stems) == 1 else None
+    for number, doc in enumerate(docs):  # (years of daily notes: most documents hold no query term)
+        if one is not None:
+            held = [doc.positions(one)]
+            positions = held[0]
+        else:
+            held = list(map(doc.positions, stems))
+            positions = sorted(set().union(*held))
+        if not positions:
+            continue
         lines = list(map(doc.line, positions))
         found.extend(lines)
         doc_of.extend(repeat(number, len(lines)))
-        sources.append(doc.source)
+        sources[number] = doc.source
         holders.append(held)
-        df = list(map(add, df, map(len, held)))
     if not found:
         return []
-    narrowed = len(found) > CANDIDATE_BUDGET
-    if narrowed:
+    df: list[int] | None = None
+    if len(found) > CANDIDATE_BUDGET:
         # Many lines share a term (common words, a long history): score the subset a narrower
         # search keeps, with the document frequencies of all of them.
+        df = [sum(map(len, column)) for column in zip(*holders, strict=True)]
         rare, levels = narrowing(df)
         # A line's level: how many of the query's terms it holds, or any level if it holds a rare one.
         level_of: list[int] = []
@@ -355,7 +360,7 @@ def search(query: Query, documents: Iterable[SearchableDocument], limit: int) ->
         term_count=term_count,
         limit=limit,
         texts=texts,
-        df=df if narrowed else None,
+        df=df,
         term_counts=list(map(_counts, found)),
     )
 
@@ -392,6 +397,8 @@ _number: Final = attrgetter("number")
 _joined: Final = attrgetter("joined")
 _length: Final = attrgetter("length")
 _counts: Final = attrgetter("counts")
+_line_count: Final = attrgetter("line_count")
+_total_length: Final = attrgetter("total_length")
 
 
 @functools.lru_cache(maxsize=1 << 14)  # a partition's lines are candidates again and again
