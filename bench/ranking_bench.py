@@ -11,7 +11,9 @@ postgres is measured too when named (a private cluster, ``memvault_postgres.test
    conversation, one daily document per session), and the p50 of those recalls;
 2. the recall shapes of ``sqlite_bench.common_terms`` (one 10,000-line partition of
    12-word lines over a small Zipf vocabulary, 250-line daily documents): p50 per
-   shape, and how many hits the shape returns at ``limit=20``.
+   shape, and how many hits the shape returns at ``limit=20``;
+3. a long history (``sqlite_bench.write_history``: one partition of 3,000 daily
+   documents of three lines): p50 of LoCoMo questions and of a rare word.
 
 The baseline tree is extracted with ``git archive`` and put first on ``PYTHONPATH``
 (its core and the sqlite and local-disk plugins), so both contenders share the venv
@@ -137,6 +139,21 @@ def _figures(memvault: Any, locomo: Any, data: list[dict[str, Any]], provider: s
                 vault.recall(request)
                 times.append(time.perf_counter() - start)
             figures[f"shape {shape}"] = (statistics.median(times), hits)
+    _empty(provider, dsn)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        memvault.open(provider, scanner="off", **_settings(provider, tmp, dsn)) as vault,
+    ):
+        history = sqlite_bench.write_history(vault)
+        _settle(provider)
+        for shape, queries in history.items():
+            times = []
+            for i in range(80):
+                request = memvault.RecallRequest(workspace_id="w", agent_id="a", query=queries[i % len(queries)])
+                start = time.perf_counter()
+                vault.recall(request)
+                times.append(time.perf_counter() - start)
+            figures[f"history {shape}"] = statistics.median(times)
     return figures
 
 

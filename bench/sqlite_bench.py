@@ -404,6 +404,24 @@ def common_terms(tmp: Path, n_lines: int = 10_000, rounds: int = 25) -> list[dic
     return results
 
 
+def write_history(vault: memvault.Vault, n_documents: int = 3000) -> dict[str, list[str]]:
+    """Append ``n_documents`` daily documents of three LoCoMo turns each to agent ``a`` of workspace ``w``
+    (one line in a hundred days names a narwhal); the query shapes to time on them."""
+    lines, questions = corpus()
+    rng = random.Random(17)
+    day = _dt.date(2015, 1, 1)
+    for d in range(n_documents):
+        key = (day + _dt.timedelta(days=d)).isoformat()
+        day_lines = rng.sample(lines, 3)
+        if d % 100 == 0:  # a rare word: on 30 of the 9,000 lines
+            day_lines[0] = "Dana: we saw a narwhal at the aquarium today"
+        body = "".join(line + "\n" for line in day_lines)
+        vault.retain(
+            memvault.RetainRequest(workspace_id="w", agent_id="a", tier="daily", key=key, content=body, mode="append")
+        )
+    return {"LoCoMo questions": rng.sample(questions, 40), "a rare word": ["narwhal"]}
+
+
 def long_history(tmp: Path, n_documents: int = 3000, rounds: int = 200) -> list[dict[str, Any]]:
     """One agent partition of ``n_documents`` small daily documents (years of daily notes); recall
     against the engine floor, interleaved call by call.
@@ -412,24 +430,11 @@ def long_history(tmp: Path, n_documents: int = 3000, rounds: int = 200) -> list[
     days names a narwhal): a question's cost should follow the lines it matches, not
     how many documents the agent has.
     """
-    lines, questions = corpus()
-    rng = random.Random(17)
     results = []
     with memvault.open("sqlite", path=str(tmp / "history.db"), scanner="off", synchronous="off") as vault:
-        day = _dt.date(2015, 1, 1)
-        for d in range(n_documents):
-            key = (day + _dt.timedelta(days=d)).isoformat()
-            day_lines = rng.sample(lines, 3)
-            if d % 100 == 0:  # a rare word: on 30 of the 9,000 lines
-                day_lines[0] = "Dana: we saw a narwhal at the aquarium today"
-            body = "".join(line + "\n" for line in day_lines)
-            vault.retain(
-                memvault.RetainRequest(
-                    workspace_id="w", agent_id="a", tier="daily", key=key, content=body, mode="append"
-                )
-            )
+        shapes = write_history(vault, n_documents)
         engine = engine_floor_db(partition_terms(tmp / "history.db", "a"))
-        for name, picked in (("LoCoMo questions", rng.sample(questions, 40)), ("a rare word", ["narwhal"])):
+        for name, picked in shapes.items():
             ours: list[float] = []
             floor: list[float] = []
             for i in range(rounds):
