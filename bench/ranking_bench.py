@@ -53,11 +53,17 @@ def _settings(provider: str, folder: str, dsn: str) -> dict[str, Any]:
     return {}
 
 
-def _settle(provider: str) -> None:
-    """local-disk does not cache a file changed in the last 2 seconds (its "racy" window): wait it out,
-    so recalls time the steady state rather than re-reading freshly written files."""
+def _settle(provider: str, dsn: str) -> None:
+    """Time the steady state, not the first seconds after a bulk write: local-disk does not cache a file
+    changed in the last 2 seconds (its "racy" window), so wait it out; PostgreSQL plans with no statistics
+    until autovacuum's first ANALYZE of the new tables (up to a minute), so run it."""
     if provider == "local-disk":
         time.sleep(2.1)
+    if provider == "postgres":
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
 
 
 @contextlib.contextmanager
@@ -77,8 +83,7 @@ def _empty(provider: str, dsn: str) -> None:
         import psycopg
 
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("DROP SCHEMA public CASCADE")
-            conn.execute("CREATE SCHEMA public")
+            conn.execute("DROP SCHEMA IF EXISTS memvault CASCADE")  # the provider's default schema
 
 
 def worker(providers: list[str]) -> dict[str, Any]:
@@ -104,7 +109,7 @@ def _figures(memvault: Any, locomo: Any, data: list[dict[str, Any]], provider: s
         memvault.open(provider, scanner="off", **_settings(provider, tmp, dsn)) as vault,
     ):
         where, _ = locomo.build(vault, data)
-        _settle(provider)
+        _settle(provider, dsn)
         locomo.evaluate(vault, data[:2], where)  # warm
         for name, subset in locomo.SPLITS.items():
             recall, _, latencies = locomo.evaluate(vault, [data[i] for i in subset], where)
@@ -129,7 +134,7 @@ def _figures(memvault: Any, locomo: Any, data: list[dict[str, Any]], provider: s
                     workspace_id="w", agent_id="a", tier="daily", key=key, content=body, mode="append"
                 )
             )
-        _settle(provider)
+        _settle(provider, dsn)
         for shape, query in shapes.items():
             request = memvault.RecallRequest(workspace_id="w", agent_id="a", query=query, limit=20)
             hits = len(vault.recall(request).hits)
@@ -145,7 +150,7 @@ def _figures(memvault: Any, locomo: Any, data: list[dict[str, Any]], provider: s
         memvault.open(provider, scanner="off", **_settings(provider, tmp, dsn)) as vault,
     ):
         history = sqlite_bench.write_history(vault)
-        _settle(provider)
+        _settle(provider, dsn)
         for shape, queries in history.items():
             times = []
             for i in range(80):

@@ -71,6 +71,7 @@ __all__ = [
     "contains_phrase",
     "index_document",
     "names_date",
+    "narrowed_subset",
     "narrowing",
     "query_dates",
     "search",
@@ -323,19 +324,7 @@ def search(query: Query, documents: Iterable[SearchableDocument], limit: int) ->
                 for position in held[i]:
                     level[position] += len(stems)
             level_of.extend(map(level.__getitem__, sorted(level)))
-        at_level = Counter(level_of)
-        wider = chosen = 1  # level 1: every candidate
-        for j in levels:
-            wider, chosen = chosen, j
-            if sum(n for held_terms, n in at_level.items() if held_terms >= j) <= CANDIDATE_BUDGET:
-                break
-        keep = list(compress(range(len(found)), map(ge, level_of, repeat(chosen))))
-        if len(keep) > CANDIDATE_BUDGET:  # still too many: the shortest, which BM25's length norm ranks first
-            keep = sorted(sorted(keep, key=lambda i: found[i].length)[:CANDIDATE_BUDGET])
-        elif len(keep) < limit:  # fewer than asked for: the wider level's shortest other lines fill the budget
-            more = compress(range(len(found)), map(ge, level_of, repeat(wider)))
-            others = sorted(set(more).difference(keep), key=lambda i: (found[i].length, i))
-            keep = sorted(keep + others[: CANDIDATE_BUDGET - len(keep)])
+        keep = narrowed_subset(level_of, list(map(_length, found)), levels, limit)
         found = list(map(found.__getitem__, keep))
         doc_of = list(map(doc_of.__getitem__, keep))
     rows: list[Candidate] = list(
@@ -370,6 +359,32 @@ def search(query: Query, documents: Iterable[SearchableDocument], limit: int) ->
 CANDIDATE_BUDGET: Final = 1000
 #: At most this many combinations of terms in one narrower search (an FTS5 query's AND-clauses).
 _MAX_COMBINATIONS: Final = 64
+
+
+def narrowed_subset(level_of: Sequence[int], lengths: Sequence[int], levels: Sequence[int], limit: int) -> list[int]:
+    """The positions of the candidates to score, ascending, when there are more than the budget.
+
+    ``level_of[i]`` is how many of the query's terms candidate ``i`` holds, or more than
+    any level when it holds a rare one; ``levels`` are :func:`narrowing`'s. The first level
+    whose lines fit the budget is kept; when none fits, the shortest lines of the last
+    (``lengths``, ties by position), which BM25's length norm ranks first among equals;
+    when the one that fits has fewer lines than ``limit``, the shortest other lines of
+    the level before it (or of all candidates) fill the budget.
+    """
+    at_level = Counter(level_of)
+    wider = chosen = 1  # level 1: every candidate
+    for level in levels:
+        wider, chosen = chosen, level
+        if sum(n for held, n in at_level.items() if held >= level) <= CANDIDATE_BUDGET:
+            break
+    keep = list(compress(range(len(level_of)), map(ge, level_of, repeat(chosen))))
+    if len(keep) > CANDIDATE_BUDGET:
+        return sorted(sorted(keep, key=lengths.__getitem__)[:CANDIDATE_BUDGET])
+    if len(keep) < limit:
+        more = compress(range(len(level_of)), map(ge, level_of, repeat(wider)))
+        others = sorted(set(more).difference(keep), key=lambda i: (lengths[i], i))
+        keep = sorted(keep + others[: CANDIDATE_BUDGET - len(keep)])
+    return keep
 
 
 def narrowing(df: Sequence[int], budget: int = CANDIDATE_BUDGET) -> tuple[tuple[int, ...], list[int]]:

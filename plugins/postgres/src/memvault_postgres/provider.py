@@ -18,9 +18,9 @@ import re
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from itertools import combinations
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
@@ -53,7 +53,7 @@ from memvault.contract.models import (
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
 from memvault.hooks.markers import hookimpl
-from memvault.search import CANDIDATE_BUDGET, index_terms, narrowing, rank_candidates, stored_line
+from memvault.search import CANDIDATE_BUDGET, index_terms, narrowed_subset, narrowing, rank_candidates, stored_line
 from memvault_postgres import schema
 from memvault_postgres.search import MAX_TERM, lexemes, ts_query
 
@@ -78,25 +78,30 @@ _CANDIDATES: Final = (
     " FROM lines AS l JOIN documents AS d ON d.partition_id = l.partition_id AND d.id = l.document_id"
     " WHERE l.partition_id = ANY(%(pids)s) AND d.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
 )
-#: Up to this many query terms a recall counts the lines holding each set of them (a bit mask per
-#: line); beyond it only each term's lines (no narrower query exists beyond 11 terms anyway:
-#: memvault.search.narrowing stops where the combinations of 2 terms pass 64).
-_MASK_TERMS: Final = 16
 
 
 def _narrowed(
     conn: _Conn, searched: dict[str, Any], terms: Sequence[str], limit: int
 ) -> tuple[int, int, list[int] | None, list[tuple[Any, ...]]]:
     """More than the budget of lines share a query term: the statistics, each term's document
-    frequency and the candidate rows of the subset :func:`memvault.search.narrowing` picks (the
-    subset the sqlite provider and :func:`memvault.search.search` score), in one snapshot.
+    frequency and the candidate rows of the subset :func:`memvault.search.narrowed_subset` keeps
+    (the subset the sqlite provider and :func:`memvault.search.search` score), in one snapshot.
 
-    If no more than the budget match any longer (forgotten since the caller's first look), every
-    matching line and no frequencies (the caller's ranking counts them in the rows)."""
-    pids: list[int] = searched["pids"]
-    per_term = [" | ".join(f"'{pid}.{t}'" for pid in pids) for t in terms]
+    One pass reads every matching line's key, length and which query terms it holds (no text);
+    the kept lines' rows are then read by their keys. If no more than the budget match any
+    longer (lines forgotten since the caller's first look), every matching line and no
+    frequencies (the caller's ranking counts them in the rows).
+    """
+    per_term = [" | ".join(f"'{pid}.{t}'" for pid in searched["pids"]) for t in terms]
     params: dict[str, Any] = {**searched, **{f"t{i}": q for i, q in enumerate(per_term)}}
     params["query"] = " | ".join(per_term)
+    # Which of the query's terms a line holds, as bits: beyond 62 terms no narrower query exists
+    # (memvault.search.narrowing stops where the combinations of two terms pass 64), and each
+    # term's frequency is counted apart.
+    bits = len(terms) <= 62
+    mask = " + ".join(f"((l.tsv @@ %(t{i})s::tsquery)::int::bigint << {i})" for i in range(len(terms)))
+    where = "FROM lines AS l WHERE l.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
+    where += " AND l.tsv @@ %(query)s::tsquery"
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         line_count, term_count = conn.execute(
@@ -104,52 +109,34 @@ def _narrowed(
             " WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s)",
             params,
         ).fetchone() or (0, 0)
-        where = "FROM lines AS l WHERE l.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
-        where += " AND l.tsv @@ %(query)s::tsquery"
-        if len(terms) <= _MASK_TERMS:
-            # How many lines hold each set of the query's terms: every term's frequency and every
-            # narrower query's size, from one pass over the candidates.
-            mask = " + ".join(f"((l.tsv @@ %(t{i})s::tsquery)::int << {i})" for i in range(len(terms)))
-            sets = conn.execute(f"SELECT {mask}, count(*) {where} GROUP BY 1", params).fetchall()
-            df = [sum(int(n) for held, n in sets if held >> i & 1) for i in range(len(terms))]
-            total = sum(int(n) for _, n in sets)
-        else:
-            counts = ", ".join(f"count(*) FILTER (WHERE l.tsv @@ %(t{i})s::tsquery)" for i in range(len(terms)))
-            total, *df = (int(n) for n in conn.execute(f"SELECT count(*), {counts} {where}", params).fetchone() or ())
-            sets = []
-        rare, levels = narrowing(df)
-        rare_bits = sum(1 << i for i in rare)
-
-        def kept(level: int) -> int:
-            return sum(int(n) for held, n in sets if held & rare_bits or held.bit_count() >= level)
-
-        def level_query(level: int) -> str:
-            if level == 1:
-                return str(params["query"])
-            parts = [per_term[i] for i in rare]
-            parts += [" & ".join(f"({per_term[i]})" for i in combo) for combo in combinations(range(len(terms)), level)]
-            return " | ".join(f"({part})" for part in parts)
-
-        def fetch(level: int, shortest: bool) -> list[tuple[Any, ...]]:
-            order = " ORDER BY l.length, l.document_id, l.line_no, l.partition_id LIMIT %(budget)s" if shortest else ""
-            return conn.execute(
-                f"{_CANDIDATES} AND l.tsv @@ %(level)s::tsquery{order}",
-                {**params, "level": level_query(level), "budget": CANDIDATE_BUDGET},
-            ).fetchall()
-
-        if total <= CANDIDATE_BUDGET:  # lines were forgotten since the first look: score them all
-            return int(line_count), int(term_count), None, fetch(1, shortest=False)
-        wider = chosen = 1
-        for level in levels:
-            wider, chosen = chosen, level
-            if kept(level) <= CANDIDATE_BUDGET:
-                break
-        fits = chosen > 1 and kept(chosen) <= CANDIDATE_BUDGET
-        rows = fetch(chosen, shortest=not fits)
-        if fits and len(rows) < limit:  # fewer than asked for: the wider query's shortest other lines fill it
-            have = {(row[0], row[2]) for row in rows}
-            more = [row for row in fetch(wider, shortest=True) if (row[0], row[2]) not in have]
-            rows += more[: CANDIDATE_BUDGET - len(rows)]
+        # In document and line order, the order the other providers break ties of length in.
+        matching = conn.execute(
+            f"SELECT l.partition_id, l.document_id, l.line_no, l.length, {mask if bits else '0'} {where}"
+            " ORDER BY l.document_id, l.line_no, l.partition_id",
+            params,
+        ).fetchall()
+        df: list[int] | None = None
+        keep: Sequence[int] = range(len(matching))
+        if len(matching) > CANDIDATE_BUDGET:
+            masks = [row[4] for row in matching]
+            if bits:
+                sets = Counter(masks)
+                df = [sum(n for held, n in sets.items() if held >> i & 1) for i in range(len(terms))]
+            else:
+                counts = ", ".join(f"count(*) FILTER (WHERE l.tsv @@ %(t{i})s::tsquery)" for i in range(len(terms)))
+                df = [int(n) for n in conn.execute(f"SELECT {counts} {where}", params).fetchone() or ()]
+                sets = Counter()
+            rare, levels = narrowing(df)
+            rare_bits = sum(1 << i for i in rare)
+            level = {held: held.bit_count() + len(terms) * bool(held & rare_bits) for held in sets}
+            level_of = list(map(level.__getitem__, masks)) if bits else [1] * len(matching)
+            keep = narrowed_subset(level_of, [row[3] for row in matching], levels, limit)
+        kept = [matching[i] for i in keep]
+        rows = conn.execute(
+            f"{_CANDIDATES} AND (l.partition_id, l.document_id, l.line_no) IN"
+            " (SELECT * FROM unnest(%(p)s::bigint[], %(d)s::bigint[], %(n)s::integer[]))",
+            {**params, "p": [r[0] for r in kept], "d": [r[1] for r in kept], "n": [r[2] for r in kept]},
+        ).fetchall()
     return int(line_count), int(term_count), df, rows
 
 
@@ -556,17 +543,20 @@ class PostgresProvider:
                 return RecallResult(hits=[])
             searched = {"pids": pids, "tiers": tier_values}
             # One statement, so one snapshot: the statistics and the candidates agree, in one round trip.
+            # Past the budget it returns one row saying so (the rows are not sent: the narrowing reads them).
             rows = conn.execute(
                 "WITH stats AS (SELECT coalesce(sum(lines), 0) AS lines, coalesce(sum(terms), 0) AS terms"
-                " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
-                " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
-                f" {_CANDIDATES} AND l.tsv @@ %(query)s::tsquery LIMIT %(probe)s) AS c ON true",
-                {**searched, "query": " | ".join(ts_query(pid, terms) for pid in pids), "probe": CANDIDATE_BUDGET + 1},
+                " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s)),"
+                f" c AS MATERIALIZED ({_CANDIDATES} AND l.tsv @@ %(query)s::tsquery LIMIT %(budget)s + 1),"
+                " n AS (SELECT count(*) AS found FROM c)"
+                " SELECT s.lines, s.terms, n.found, c.* FROM stats AS s CROSS JOIN n"
+                " LEFT JOIN c ON n.found <= %(budget)s",
+                {**searched, "query": " | ".join(ts_query(pid, terms) for pid in pids), "budget": CANDIDATE_BUDGET},
             ).fetchall()
             line_count, term_count = int(rows[0][0]), int(rows[0][1])
-            found = [r[2:] for r in rows if r[2] is not None]
+            found = [r[3:] for r in rows if r[3] is not None]
             df: list[int] | None = None
-            if len(found) > CANDIDATE_BUDGET:
+            if int(rows[0][2]) > CANDIDATE_BUDGET:
                 # Many lines share a term (common words, a long history): the subset sqlite scores.
                 line_count, term_count, df, found = _narrowed(conn, searched, terms, request.limit)
             candidates = [(i, r[0], r[1], r[2], r[4], r[5]) for i, r in enumerate(found)]
