@@ -543,20 +543,19 @@ class PostgresProvider:
                 return RecallResult(hits=[])
             searched = {"pids": pids, "tiers": tier_values}
             # One statement, so one snapshot: the statistics and the candidates agree, in one round trip.
-            # Past the budget it returns one row saying so (the rows are not sent: the narrowing reads them).
+            # (Past the budget the narrowing reads the lines again: counting them here first, to send
+            # none, cost every recall 0.2 ms more on LoCoMo questions.)
             rows = conn.execute(
                 "WITH stats AS (SELECT coalesce(sum(lines), 0) AS lines, coalesce(sum(terms), 0) AS terms"
-                " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s)),"
-                f" c AS MATERIALIZED ({_CANDIDATES} AND l.tsv @@ %(query)s::tsquery LIMIT %(budget)s + 1),"
-                " n AS (SELECT count(*) AS found FROM c)"
-                " SELECT s.lines, s.terms, n.found, c.* FROM stats AS s CROSS JOIN n"
-                " LEFT JOIN c ON n.found <= %(budget)s",
-                {**searched, "query": " | ".join(ts_query(pid, terms) for pid in pids), "budget": CANDIDATE_BUDGET},
+                " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
+                " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
+                f" {_CANDIDATES} AND l.tsv @@ %(query)s::tsquery LIMIT %(probe)s) AS c ON true",
+                {**searched, "query": " | ".join(ts_query(pid, terms) for pid in pids), "probe": CANDIDATE_BUDGET + 1},
             ).fetchall()
             line_count, term_count = int(rows[0][0]), int(rows[0][1])
-            found = [r[3:] for r in rows if r[3] is not None]
+            found = [r[2:] for r in rows if r[2] is not None]
             df: list[int] | None = None
-            if int(rows[0][2]) > CANDIDATE_BUDGET:
+            if len(found) > CANDIDATE_BUDGET:
                 # Many lines share a term (common words, a long history): the subset sqlite scores.
                 line_count, term_count, df, found = _narrowed(conn, searched, terms, request.limit)
             candidates = [(i, r[0], r[1], r[2], r[4], r[5]) for i, r in enumerate(found)]
