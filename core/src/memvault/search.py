@@ -281,7 +281,7 @@ def search(query: Query, documents: Iterable[SearchableDocument], limit: int) ->
     local-disk and template providers and sqlite return the same hits, scores
     included, for the same documents (when even the narrowest subset is over the
     budget, its shortest lines are kept, and lines of equal length may be picked
-    in another order than sqlite's). Hits carry no digest (see :func:`with_digests`).
+    in another order than sqlite's or postgres's). Hits carry no digest (see :func:`with_digests`).
     """
     docs = list(documents)
     if not query.terms:

@@ -118,18 +118,19 @@ def _narrowed(
         df: list[int] | None = None
         keep: Sequence[int] = range(len(matching))
         if len(matching) > CANDIDATE_BUDGET:
-            masks = [row[4] for row in matching]
+            level_of = [1] * len(matching)  # (no narrower query: every line is at level 1)
             if bits:
+                masks = [row[4] for row in matching]
                 sets = Counter(masks)
                 df = [sum(n for held, n in sets.items() if held >> i & 1) for i in range(len(terms))]
+                rare, levels = narrowing(df)
+                rare_bits = sum(1 << i for i in rare)
+                level = {held: held.bit_count() + len(terms) * bool(held & rare_bits) for held in sets}
+                level_of = list(map(level.__getitem__, masks))
             else:
                 counts = ", ".join(f"count(*) FILTER (WHERE l.tsv @@ %(t{i})s::tsquery)" for i in range(len(terms)))
                 df = [int(n) for n in conn.execute(f"SELECT {counts} {where}", params).fetchone() or ()]
-                sets = Counter()
-            rare, levels = narrowing(df)
-            rare_bits = sum(1 << i for i in rare)
-            level = {held: held.bit_count() + len(terms) * bool(held & rare_bits) for held in sets}
-            level_of = list(map(level.__getitem__, masks)) if bits else [1] * len(matching)
+                levels = narrowing(df)[1]
             keep = narrowed_subset(level_of, [row[3] for row in matching], levels, limit)
         kept = [matching[i] for i in keep]
         rows = conn.execute(
