@@ -71,6 +71,7 @@ __all__ = [
     "contains_phrase",
     "index_document",
     "names_date",
+    "narrowed_levels",
     "narrowed_subset",
     "narrowing",
     "query_dates",
@@ -371,12 +372,7 @@ def narrowed_subset(level_of: Sequence[int], lengths: Sequence[int], levels: Seq
     when the one that fits has fewer lines than ``limit``, the shortest other lines of
     the level before it (or of all candidates) fill the budget.
     """
-    at_level = Counter(level_of)
-    wider = chosen = 1  # level 1: every candidate
-    for level in levels:
-        wider, chosen = chosen, level
-        if sum(n for held, n in at_level.items() if held >= level) <= CANDIDATE_BUDGET:
-            break
+    wider, chosen = narrowed_levels(Counter(level_of), levels)
     keep = list(compress(range(len(level_of)), map(ge, level_of, repeat(chosen))))
     if len(keep) > CANDIDATE_BUDGET:
         return sorted(sorted(keep, key=lengths.__getitem__)[:CANDIDATE_BUDGET])
@@ -385,6 +381,20 @@ def narrowed_subset(level_of: Sequence[int], lengths: Sequence[int], levels: Seq
         others = sorted(set(more).difference(keep), key=lambda i: (lengths[i], i))
         keep = sorted(keep + others[: CANDIDATE_BUDGET - len(keep)])
     return keep
+
+
+def narrowed_levels(at_level: Mapping[int, int], levels: Sequence[int]) -> tuple[int, int]:
+    """``(wider, chosen)``: the level :func:`narrowed_subset` keeps and the one before it.
+
+    ``at_level[j]`` is how many candidates are at level ``j`` (see :func:`narrowed_subset`);
+    a provider that counts its lines by level (a ``GROUP BY``) picks the same subset with it.
+    """
+    wider = chosen = 1  # level 1: every candidate
+    for level in levels:
+        wider, chosen = chosen, level
+        if sum(n for held, n in at_level.items() if held >= level) <= CANDIDATE_BUDGET:
+            break
+    return wider, chosen
 
 
 def narrowing(df: Sequence[int], budget: int = CANDIDATE_BUDGET) -> tuple[tuple[int, ...], list[int]]:

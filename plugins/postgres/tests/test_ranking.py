@@ -26,7 +26,9 @@ SHAPES = [
     "narwhal river apple",  # a rare word, no line with all three: the wider query fills the budget
     "narwhal",  # a rare word alone, below the budget
     "w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18",  # twelve rare terms: no narrower query exists
-    " ".join(f"w{i}" for i in range(24)),  # more terms than a bit mask per line counts
+    " ".join(f"w{i}" for i in range(24)),  # 24 terms, most of them rare
+    # 67 terms: beyond the 62 a bit mask per line holds, each term's lines are counted apart
+    " ".join(["apple", "river", *(f"w{i}" for i in range(40)), *(f"x{i}" for i in range(25))]),
 ]
 
 
@@ -44,8 +46,10 @@ def test_above_the_budget_postgres_returns_the_memory_providers_hits(
     weights = [30, 20, 12, 8, 6, *([1] * 40)]
     for day in range(1, 10):
         lines = [f"Ann: {' '.join(rng.choices(words, weights, k=rng.randint(3, 12)))}" for _ in range(250)]
-        if day % 4 == 0:
+        if day == 4:
             lines.append("Ann: we saw a narwhal")
+        if day == 8:  # longer than the shortest 1,000 lines: kept only as the narrower set's own line
+            lines.append(f"Ann: {' '.join(f'filler{i}' for i in range(16))} narwhal")
         body = "".join(f"{line}\n" for line in lines)
         for store in (vault, memory):
             store.retain(

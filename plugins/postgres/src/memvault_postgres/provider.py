@@ -53,7 +53,7 @@ from memvault.contract.models import (
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
 from memvault.hooks.markers import hookimpl
-from memvault.search import CANDIDATE_BUDGET, index_terms, narrowed_subset, narrowing, rank_candidates, stored_line
+from memvault.search import CANDIDATE_BUDGET, index_terms, narrowed_levels, narrowing, rank_candidates, stored_line
 from memvault_postgres import schema
 from memvault_postgres.search import MAX_TERM, lexemes, ts_query
 
@@ -87,21 +87,25 @@ def _narrowed(
     frequency and the candidate rows of the subset :func:`memvault.search.narrowed_subset` keeps
     (the subset the sqlite provider and :func:`memvault.search.search` score), in one snapshot.
 
-    One pass reads every matching line's key, length and which query terms it holds (no text);
-    the kept lines' rows are then read by their keys. If no more than the budget match any
-    longer (lines forgotten since the caller's first look), every matching line and no
-    frequencies (the caller's ranking counts them in the rows).
+    Two statements, neither sending a row per matching line: the first counts the matching
+    lines by which of the query's terms they hold (a bit mask, so a handful of groups), which
+    gives each term's frequency and the level to keep (:func:`memvault.search.narrowed_levels`);
+    the second reads the kept lines' rows, the shortest first when they are still too many
+    (ties in document and line order, as the other providers break them). If no more than the
+    budget match any longer (lines forgotten since the caller's first look), every matching
+    line and no frequencies (the caller's ranking counts them in the rows).
     """
     per_term = [" | ".join(f"'{pid}.{t}'" for pid in searched["pids"]) for t in terms]
     params: dict[str, Any] = {**searched, **{f"t{i}": q for i, q in enumerate(per_term)}}
     params["query"] = " | ".join(per_term)
     # Which of the query's terms a line holds, as bits: beyond 62 terms no narrower query exists
-    # (memvault.search.narrowing stops where the combinations of two terms pass 64), and each
-    # term's frequency is counted apart.
+    # (memvault.search.narrowing stops where the combinations of two terms pass 64), each term's
+    # frequency is counted apart and every line is at level 1.
     bits = len(terms) <= 62
     mask = " + ".join(f"((l.tsv @@ %(t{i})s::tsquery)::int::bigint << {i})" for i in range(len(terms)))
-    where = "FROM lines AS l WHERE l.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
-    where += " AND l.tsv @@ %(query)s::tsquery"
+    if not bits:
+        mask = "0::bigint"
+    where = "l.tsv @@ %(query)s::tsquery"
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         line_count, term_count = conn.execute(
@@ -109,35 +113,49 @@ def _narrowed(
             " WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s)",
             params,
         ).fetchone() or (0, 0)
-        # In document and line order, the order the other providers break ties of length in.
-        matching = conn.execute(
-            f"SELECT l.partition_id, l.document_id, l.line_no, l.length, {mask if bits else '0'} {where}"
-            " ORDER BY l.document_id, l.line_no, l.partition_id",
-            params,
-        ).fetchall()
+        lines = "FROM lines AS l WHERE l.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
+        groups: dict[int, int] = {
+            int(held): int(n)
+            for held, n in conn.execute(f"SELECT {mask} AS held, count(*) {lines} AND {where} GROUP BY held", params)
+        }
         df: list[int] | None = None
-        keep: Sequence[int] = range(len(matching))
-        if len(matching) > CANDIDATE_BUDGET:
-            level_of = [1] * len(matching)  # (no narrower query: every line is at level 1)
+        order = ""
+        if sum(groups.values()) > CANDIDATE_BUDGET:
             if bits:
-                masks = [row[4] for row in matching]
-                sets = Counter(masks)
-                df = [sum(n for held, n in sets.items() if held >> i & 1) for i in range(len(terms))]
+                df = [sum(n for held, n in groups.items() if held >> i & 1) for i in range(len(terms))]
                 rare, levels = narrowing(df)
                 rare_bits = sum(1 << i for i in rare)
-                level = {held: held.bit_count() + len(terms) * bool(held & rare_bits) for held in sets}
-                level_of = list(map(level.__getitem__, masks))
+                level = {held: held.bit_count() + len(terms) * bool(held & rare_bits) for held in groups}
             else:
                 counts = ", ".join(f"count(*) FILTER (WHERE l.tsv @@ %(t{i})s::tsquery)" for i in range(len(terms)))
-                df = [int(n) for n in conn.execute(f"SELECT {counts} {where}", params).fetchone() or ()]
+                df = [int(n) for n in conn.execute(f"SELECT {counts} {lines} AND {where}", params).fetchone() or ()]
                 levels = narrowing(df)[1]
-            keep = narrowed_subset(level_of, [row[3] for row in matching], levels, limit)
-        kept = [matching[i] for i in keep]
-        rows = conn.execute(
-            f"{_CANDIDATES} AND (l.partition_id, l.document_id, l.line_no) IN"
-            " (SELECT * FROM unnest(%(p)s::bigint[], %(d)s::bigint[], %(n)s::integer[]))",
-            {**params, "p": [r[0] for r in kept], "d": [r[1] for r in kept], "n": [r[2] for r in kept]},
-        ).fetchall()
+                level = dict.fromkeys(groups, 1)
+            at_level: Counter[int] = Counter()
+            for held, n in groups.items():
+                at_level[level[held]] += n
+            wider, chosen = narrowed_levels(at_level, levels)
+            params["kept"] = [held for held in groups if level[held] >= chosen]
+            params["budget"] = CANDIDATE_BUDGET
+            kept = sum(groups[held] for held in params["kept"])
+            # Ties in length in document and line order, the order the other providers break them in.
+            by_length = "l.length, l.document_id, l.line_no, l.partition_id"
+            if kept < limit:
+                # Fewer lines than asked for: the shortest other lines of the level before fill the budget.
+                params["wider"] = [held for held in groups if level[held] >= wider]
+                where += f" AND {mask} = ANY(%(wider)s)"
+                order = f" ORDER BY ({mask} <> ALL(%(kept)s)), {by_length} LIMIT %(budget)s"
+            else:
+                where += f" AND {mask} = ANY(%(kept)s)"
+                if kept > CANDIDATE_BUDGET:
+                    order = f" ORDER BY {by_length} LIMIT %(budget)s"
+        if order:
+            # The shortest lines picked on the narrow columns first, then read whole by their keys.
+            where = (
+                "(l.partition_id, l.document_id, l.line_no) IN (SELECT l.partition_id, l.document_id, l.line_no"
+                f" {lines} AND {where}{order})"
+            )
+        rows = conn.execute(f"{_CANDIDATES} AND {where}", params).fetchall()
     return int(line_count), int(term_count), df, rows
 
 
