@@ -42,7 +42,7 @@ from memvault.search import Candidate, index_terms, rank_candidates
 from memvault_sqlite import schema
 from memvault_sqlite.connection import MEMORY, Database, newer_message, translated
 from memvault_sqlite.scrub import BACKGROUND_BUSY_MS, Scrubber
-from memvault_sqlite.search import CANDIDATE_BUDGET, fts_query, narrowed_queries
+from memvault_sqlite.search import CANDIDATE_BUDGET, first_fitting, fts_query, likely_first_fitting, narrowed_queries
 
 __all__ = ["MEMORY", "SqliteProvider"]
 
@@ -273,12 +273,16 @@ class SqliteProvider:
                     # Many lines share a term (common words, a long history): count each term's lines,
                     # then score only the lines a narrower query keeps (see narrowed_queries).
                     df = [sum(_count(conn, pid, tiers, fts_query([t])) for pid, tiers in searched) for t in terms]
+                    narrower = narrowed_queries(terms, df)
                     wider, chosen, fits = match, match, False
-                    for narrower in narrowed_queries(terms, df):
-                        wider, chosen = chosen, narrower
-                        if sum(_count(conn, pid, tiers, narrower) for pid, tiers in searched) <= budget:
-                            fits = True
-                            break
+                    if narrower:
+                        # The first narrower query that fits, counting from the likely one (counts are dear).
+                        k, fits = first_fitting(
+                            lambda k: sum(_count(conn, pid, tiers, narrower[k]) for pid, tiers in searched),
+                            len(narrower),
+                            likely_first_fitting(df, line_count),
+                        )
+                        wider, chosen = narrower[k - 1] if k else match, narrower[k]
                     rows = []
                     for pid, tier_values in searched:
                         # Still too many (one common word, or lines holding every term abound): the
