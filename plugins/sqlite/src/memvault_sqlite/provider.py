@@ -137,9 +137,17 @@ class SqliteProvider:
                             field="path",
                         )
                 try:
-                    return schema.migrate(conn)
+                    version = schema.migrate(conn)
                 except ValueError as exc:
                     raise UpstreamError(newer_message(self.path, int(exc.args[0]))) from None
+                rebuilt = schema.rebuild_deep_fts(conn)
+                if rebuilt:
+                    log.warning(
+                        "sqlite database %s: rebuilt the search index of shard(s) %s, which had grown too deep",
+                        self.path,
+                        ", ".join(map(str, rebuilt)),
+                    )
+                return version
 
         db.retry(setup, "open")
 
@@ -379,8 +387,8 @@ class SqliteProvider:
                 # Rewrite each FTS shard that held the text as one segment: the erased
                 # terms leave the index instead of lingering under delete markers, and
                 # secure_delete zeroes the pages the old segments freed.
-                for table in sorted({schema.fts_table(pid) for _doc, pid in rows}):
-                    conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+                for shard in sorted({pid % schema.FTS_SHARDS for _doc, pid in rows}):
+                    schema.optimize_fts(conn, shard)
                 if (rows or quarantined) and not self.db.memory:
                     # Recorded in the transaction that deletes the rows: if the process dies
                     # before the scrub below, the next open (or any other process) finishes it.

@@ -30,6 +30,7 @@ openers wait for it and a failed migration leaves the old version intact.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import sqlite3
 from collections.abc import Callable
 from typing import Final
@@ -40,13 +41,17 @@ from memvault.contract.models import Tier, label_for
 from memvault.search import stored_line
 
 __all__ = [
+    "FTS_MAX_LEVELS",
     "FTS_SHARDS",
     "LINE_BITS",
     "SCHEMA_VERSION",
     "body_sha256",
     "delete_document",
+    "fts_levels",
     "fts_table",
     "migrate",
+    "optimize_fts",
+    "rebuild_deep_fts",
     "reindex_document",
     "tag_document",
 ]
@@ -67,6 +72,112 @@ _FTS_DDL: Final = (
 def fts_table(pid: int) -> str:
     """The FTS5 table holding partition ``pid``'s lines."""
     return f"lines_fts_{pid % FTS_SHARDS}"
+
+
+#: A shard's FTS5 index is rebuilt from ``lines`` when its structure has more levels than this.
+#: FTS5's ``optimize`` (SQLite 3.40 at least) moves the index to a new level when new writes
+#: sit on lower ones, two levels per call in a steady cycle of writes and erasures, and past
+#: 2,000 levels SQLite reports the database disk image malformed: about 1,300 forgets in one
+#: shard between appends did it (``tests/test_fts_levels.py``). A rebuilt index has one or two.
+FTS_MAX_LEVELS: Final = 100
+#: The rowid of an FTS5 index's structure record in its ``_data`` table.
+_STRUCTURE_ROWID: Final = 10
+#: What follows the cookie of a version-2 structure record (SQLite 3.45 and later).
+_STRUCTURE_V2: Final = b"\xff\x00\x00\x01"
+
+
+def fts_levels(conn: sqlite3.Connection, shard: int) -> int | None:
+    """How many levels the FTS5 index of shard ``shard`` has, read from its structure record.
+
+    ``None`` when the shard has no table or no structure record yet, or the record is not
+    one this reads (a 4-byte cookie, an optional version-2 marker, then the level count
+    as an SQLite varint): the shard is then left as it is.
+    """
+    try:
+        row = conn.execute(f"SELECT block FROM lines_fts_{shard}_data WHERE id = ?", (_STRUCTURE_ROWID,)).fetchone()
+    except sqlite3.OperationalError:  # no such table: the shard was never created
+        return None
+    block = row[0] if row is not None else None
+    if not isinstance(block, bytes) or len(block) < 5:
+        return None
+    at = 8 if block[4:8] == _STRUCTURE_V2 else 4
+    value = 0
+    for i, byte in enumerate(block[at : at + 9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    return None
+
+
+def optimize_fts(conn: sqlite3.Connection, shard: int) -> None:
+    """Rewrite shard ``shard``'s FTS5 index as one segment, so erased terms leave it (P24).
+
+    Rebuilt from ``lines`` instead (the index holds exactly their terms) when its structure
+    is, or the rewrite leaves it, deeper than :data:`FTS_MAX_LEVELS`.
+    """
+    table = f"lines_fts_{shard}"
+    levels = fts_levels(conn, shard)
+    if levels is None or levels <= FTS_MAX_LEVELS:
+        conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        levels = fts_levels(conn, shard)
+    if levels is not None and levels > FTS_MAX_LEVELS:
+        _rebuild_fts(conn, shard)
+
+
+def rebuild_deep_fts(conn: sqlite3.Connection) -> list[int]:
+    """Rebuild every shard whose FTS5 index is deeper than :data:`FTS_MAX_LEVELS` (at open:
+    a database an earlier release left deep, or past SQLite's limit, is readable again).
+
+    :return: the shards rebuilt.
+    """
+    shards = [
+        int(name.rsplit("_", 1)[1])
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'lines_fts_[0-9]*'"
+            " AND name NOT GLOB 'lines_fts_*_*'"
+        )
+    ]
+    deep = [shard for shard in sorted(shards) if (fts_levels(conn, shard) or 0) > FTS_MAX_LEVELS]
+    for shard in deep:
+        _rebuild_fts(conn, shard)
+    return deep
+
+
+@functools.lru_cache(maxsize=1)
+def _empty_index() -> list[tuple[int, bytes]]:
+    """The ``_data`` rows of a new, empty shard index, as this SQLite writes them."""
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.execute(_FTS_DDL.format(name="empty"))
+        return [(int(i), bytes(b)) for i, b in scratch.execute("SELECT id, block FROM empty_data ORDER BY id")]
+    finally:
+        scratch.close()
+
+
+def _rebuild_fts(conn: sqlite3.Connection, shard: int) -> None:
+    """Empty shard ``shard``'s FTS5 index and index its partitions' lines again, as one segment.
+
+    An index too deep for SQLite to open at all (past its 2,000 levels) cannot take
+    ``delete-all``: its data and segment tables are then set to those of a new, empty
+    FTS5 index. Either way ``secure_delete`` zeroes the pages the old segments held.
+    """
+    table = f"lines_fts_{shard}"
+    try:
+        conn.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')")
+    except sqlite3.DatabaseError:
+        conn.execute(f"DELETE FROM {table}_idx")
+        conn.execute(f"DELETE FROM {table}_data")
+        conn.executemany(f"INSERT INTO {table}_data (id, block) VALUES (?, ?)", _empty_index())
+    pids = [int(r[0]) for r in conn.execute("SELECT id FROM partitions WHERE id % ? = ?", (FTS_SHARDS, shard))]
+    for pid in pids:
+        low = pid << LINE_BITS
+        conn.execute(
+            f"INSERT INTO {table} (rowid, terms) SELECT id, terms FROM lines WHERE id BETWEEN ? AND ?",
+            (low, low + (1 << LINE_BITS) - 1),
+        )
+    conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
 
 _V2: Final = """
