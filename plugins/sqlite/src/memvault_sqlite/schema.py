@@ -78,11 +78,12 @@ def fts_table(pid: int) -> str:
 #: FTS5's ``optimize`` (SQLite 3.40 at least) moves the index to a new level when new writes
 #: sit on lower ones, two levels per call in a steady cycle of writes and erasures, and past
 #: 2,000 levels SQLite reports the database disk image malformed: about 1,300 forgets in one
-#: shard between appends did it (``tests/test_fts_levels.py``). A rebuilt index has one or two.
+#: shard between appends did it (``plugins/sqlite/tests/test_fts_levels.py``). A rebuilt index
+#: has a few.
 FTS_MAX_LEVELS: Final = 100
 #: The rowid of an FTS5 index's structure record in its ``_data`` table.
 _STRUCTURE_ROWID: Final = 10
-#: What follows the cookie of a version-2 structure record (SQLite 3.45 and later).
+#: What follows the cookie of a version-2 structure record (written by newer SQLite releases).
 _STRUCTURE_V2: Final = b"\xff\x00\x00\x01"
 
 
