@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,13 @@ def _note(i: int) -> memvault.RetainRequest:
         content=f"kept note {i} about the walrus\n",
         mode="append",
     )
+
+
+def _levels(db_path: Path) -> tuple[int, int | None]:
+    """The shard holding the database's one partition, and how many levels its index has."""
+    with closing(sqlite3.connect(db_path)) as conn:
+        shard = conn.execute("SELECT id FROM partitions").fetchone()[0] % schema.FTS_SHARDS
+        return shard, schema.fts_levels(conn, shard)
 
 
 def _recall(vault: memvault.Vault, query: str, limit: int = 20) -> list[tuple[str, int, str]]:
@@ -58,24 +66,24 @@ def test_forgets_between_appends_never_leave_the_search_index_malformed(db_path:
         assert len(_recall(vault, "walrus")) == 20
         assert _recall(vault, "scratch") == []
         vault.retain(_note(2000))  # writes still work too
-        pid = sqlite3.connect(db_path).execute("SELECT id FROM partitions").fetchone()[0]
-        levels = schema.fts_levels(sqlite3.connect(db_path), pid % schema.FTS_SHARDS)
+        _, levels = _levels(db_path)
         assert levels is not None
         assert levels <= schema.FTS_MAX_LEVELS
 
 
 def _deepen(db_path: Path, shard: int, *, cycles: int) -> None:
     """What an earlier release's forgets did to a shard: a row written, erased, and the index optimized."""
-    conn = sqlite3.connect(db_path, isolation_level=None)
     table = f"lines_fts_{shard}"
-    for i in range(cycles):
-        try:
-            conn.execute(f"INSERT INTO {table} (rowid, terms) VALUES (?, 'scratch')", (1 << 62 | i,))
-            conn.execute(f"INSERT INTO {table} ({table}, rowid, terms) VALUES ('delete', ?, 'scratch')", (1 << 62 | i,))
-            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-        except sqlite3.DatabaseError:
-            break  # malformed: as deep as SQLite goes
-    conn.close()
+    with closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+        for i in range(cycles):
+            try:
+                conn.execute(f"INSERT INTO {table} (rowid, terms) VALUES (?, 'scratch')", (1 << 62 | i,))
+                conn.execute(
+                    f"INSERT INTO {table} ({table}, rowid, terms) VALUES ('delete', ?, 'scratch')", (1 << 62 | i,)
+                )
+                conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            except sqlite3.DatabaseError:
+                break  # malformed: as deep as SQLite goes
 
 
 @pytest.mark.parametrize("cycles", [300, 3000], ids=["deep", "malformed"])
@@ -86,16 +94,15 @@ def test_a_search_index_left_too_deep_is_rebuilt_at_open(
         for i in range(300):
             vault.retain(_note(i))
         before = _recall(vault, "walrus note 17")
-    shard = sqlite3.connect(db_path).execute("SELECT id FROM partitions").fetchone()[0] % schema.FTS_SHARDS
+    shard, _ = _levels(db_path)
     _deepen(db_path, shard, cycles=cycles)
-    levels = schema.fts_levels(sqlite3.connect(db_path), shard)
+    _, levels = _levels(db_path)
     assert levels is not None
     assert levels > schema.FTS_MAX_LEVELS
     if cycles == 3000:
-        with pytest.raises(sqlite3.DatabaseError):  # malformed, or the table cannot even be opened
-            sqlite3.connect(db_path).execute(
-                f"SELECT rowid FROM lines_fts_{shard} WHERE lines_fts_{shard} MATCH 'walrus'"
-            )
+        with closing(sqlite3.connect(db_path)) as conn, pytest.raises(sqlite3.DatabaseError):
+            # "malformed", or the table cannot even be opened
+            conn.execute(f"SELECT rowid FROM lines_fts_{shard} WHERE lines_fts_{shard} MATCH 'walrus'")
     with caplog.at_level(logging.WARNING, logger="memvault_sqlite"):
         vault = memvault.open("sqlite", path=str(db_path), scanner="off")
     try:
@@ -103,8 +110,9 @@ def test_a_search_index_left_too_deep_is_rebuilt_at_open(
         assert _recall(vault, "walrus note 17") == before
         assert _recall(vault, "scratch") == []
         table = f"lines_fts_{shard}"
-        sqlite3.connect(db_path).execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
-        levels = schema.fts_levels(sqlite3.connect(db_path), shard)
+        with closing(sqlite3.connect(db_path)) as conn:
+            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+        _, levels = _levels(db_path)
         assert levels is not None
         assert levels <= schema.FTS_MAX_LEVELS
     finally:
