@@ -130,8 +130,13 @@ def test_a_schema_1_store_is_migrated_and_recalls_the_same(cluster: TemporaryClu
         put(v, "the harbour master is called Ines\n")
         before = [(h.source, h.line, h.score) for h in recall(v, "harbour tide")]
     with cluster.admin("memvault") as conn:
-        # What schema 1 had: no tier_counts.
+        # What schema 1 had: no tier_counts, documents unique by partition first.
         conn.execute(f"DROP TABLE {schema_name}.tier_counts")
+        conn.execute(f"ALTER TABLE {schema_name}.documents DROP CONSTRAINT documents_tier_key_partition_id_key")
+        conn.execute(
+            f"ALTER TABLE {schema_name}.documents ADD CONSTRAINT documents_partition_id_tier_key_key"
+            " UNIQUE (partition_id, tier, key)"
+        )
         conn.execute(f"UPDATE {schema_name}.meta SET value = '1' WHERE key = 'schema_version'")
     with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as v:
         assert [(h.source, h.line, h.score) for h in recall(v, "harbour tide")] == before

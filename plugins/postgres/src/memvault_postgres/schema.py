@@ -18,6 +18,9 @@ Version history:
   writes fold (and, more rarely, recount) every so often, so a recall reads a few rows instead of
   summing every document of the partition (a long history of daily
   documents no longer makes every recall slower).
+* **3**: a document's ``UNIQUE (partition_id, tier, key)`` is indexed as
+  ``(tier, key, partition_id)``, so before a shard has statistics the planner
+  joins lines to their documents by the primary key (see :func:`_to_v3`).
 
 Columns holding memory text never get planner statistics (``SET STATISTICS
 0``): ``ANALYZE`` would otherwise copy sample values into ``pg_statistic``,
@@ -42,7 +45,7 @@ from memvault import body_sha256
 
 __all__ = ["SCHEMA_VERSION", "SHARDS", "ForeignSchema", "NewerSchema", "body_sha256", "migrate"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 #: ``documents`` and ``lines`` are split into this many hash partitions.
 SHARDS: Final = 16
 SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -179,8 +182,31 @@ def _to_v2(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     )
 
 
+def _to_v3(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """A document's (partition, tier, key) uniqueness indexed as ``(tier, key, partition_id)``.
+
+    Until autovacuum first analyses a shard (its first minute with data, or after a
+    restore), PostgreSQL plans without statistics, and it read each candidate line's
+    document through the index of ``UNIQUE (partition_id, tier, key)`` on the partition
+    id alone, walking every version of every document of the partition per line: a recall
+    of 1,000 lines after 1,500 appends and forgets took 90-130 ms instead of 1-2 ms. With
+    the partition id last no index but the primary key ``(partition_id, id)`` starts with
+    it, so the join goes by primary key whatever the statistics. (Same columns: the
+    constraint and ``ON CONFLICT (partition_id, tier, key)`` mean the same.)
+    """
+    present = conn.execute(
+        "SELECT 1 FROM pg_constraint WHERE conrelid = 'documents'::regclass"
+        " AND conname = 'documents_tier_key_partition_id_key'"
+    ).fetchone()
+    if present is None:
+        conn.execute(
+            "ALTER TABLE documents ADD CONSTRAINT documents_tier_key_partition_id_key UNIQUE (tier, key, partition_id)"
+        )
+    conn.execute("ALTER TABLE documents DROP CONSTRAINT IF EXISTS documents_partition_id_tier_key_key")
+
+
 #: ``MIGRATIONS[v]`` brings a version ``v`` schema to version ``v + 1``.
-MIGRATIONS: Final[dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]]] = {1: _to_v2}
+MIGRATIONS: Final[dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]]] = {1: _to_v2, 2: _to_v3}
 
 
 def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int:
