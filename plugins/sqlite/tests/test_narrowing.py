@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -42,6 +43,11 @@ def test_first_fitting_equals_scanning_from_the_first_query_whatever_the_start(
 
     assert first_fitting(count, len(sizes), start, budget) == _first_by_scanning(sizes, budget)
     assert len(counted) == len(set(counted)), "a query counted twice"
+
+
+def test_no_query_to_pick_is_an_error_not_a_count_of_query_minus_one() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        first_fitting(lambda k: [5][k], 0, 0)
 
 
 def test_a_right_guess_costs_two_counts_and_the_first_query_one() -> None:

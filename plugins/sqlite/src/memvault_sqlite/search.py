@@ -76,7 +76,11 @@ def first_fitting(count: Callable[[int], int], n: int, start: int, budget: int =
     time: a right guess costs two counts (one when it is the first set), where counting
     from the first set costs one per set passed over, and the sets passed over first are the
     widest and dearest.
+
+    :raises ValueError: when ``n`` is below 1 (there is no set to pick).
     """
+    if n < 1:
+        raise ValueError(f"first_fitting needs at least one candidate set, got n={n}")
     k = min(max(start, 0), n - 1)
     if count(k) <= budget:
         while k > 0 and count(k - 1) <= budget:
