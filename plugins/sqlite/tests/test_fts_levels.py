@@ -22,16 +22,12 @@ import memvault
 from memvault_sqlite import schema
 
 
+def _append(day: str, text: str) -> memvault.RetainRequest:
+    return memvault.RetainRequest(workspace_id="w", agent_id="a", tier="daily", key=day, content=text, mode="append")
+
+
 def _note(i: int) -> memvault.RetainRequest:
-    day = f"{2000 + i // 300}-{1 + (i // 25) % 12:02d}-{1 + i % 25:02d}"
-    return memvault.RetainRequest(
-        workspace_id="w",
-        agent_id="a",
-        tier="daily",
-        key=day,
-        content=f"kept note {i} about the walrus\n",
-        mode="append",
-    )
+    return _append(f"{2000 + i // 300}-{1 + (i // 25) % 12:02d}-{1 + i % 25:02d}", f"kept note {i} about the walrus\n")
 
 
 def _levels(db_path: Path) -> tuple[int, int | None]:
@@ -50,16 +46,7 @@ def test_forgets_between_appends_never_leave_the_search_index_malformed(db_path:
     with memvault.open("sqlite", path=str(db_path), scanner="off", synchronous="off") as vault:
         for i in range(2000):  # the index was malformed after about 1,300 of these
             vault.retain(_note(i))
-            vault.retain(
-                memvault.RetainRequest(
-                    workspace_id="w",
-                    agent_id="a",
-                    tier="daily",
-                    key="2099-01-01",
-                    content=f"scratch {i}\n",
-                    mode="append",
-                )
-            )
+            vault.retain(_append("2099-01-01", f"scratch {i}\n"))
             vault.forget(memvault.ForgetRequest(workspace_id="w", agent_id="a", id="daily/2099-01-01.md"))
         hits = _recall(vault, "walrus note 1999")
         assert hits[0][2] == "kept note 1999 about the walrus"

@@ -95,7 +95,7 @@ def fts_levels(conn: sqlite3.Connection, shard: int) -> int | None:
     as an SQLite varint): the shard is then left as it is.
     """
     try:
-        row = conn.execute(f"SELECT block FROM lines_fts_{shard}_data WHERE id = ?", (_STRUCTURE_ROWID,)).fetchone()
+        row = conn.execute(f"SELECT block FROM {fts_table(shard)}_data WHERE id = ?", (_STRUCTURE_ROWID,)).fetchone()
     except sqlite3.OperationalError:  # no such table: the shard was never created
         return None
     block = row[0] if row is not None else None
@@ -118,7 +118,7 @@ def optimize_fts(conn: sqlite3.Connection, shard: int) -> None:
     Rebuilt from ``lines`` instead (the index holds exactly their terms) when its structure
     is, or the rewrite leaves it, deeper than :data:`FTS_MAX_LEVELS`.
     """
-    table = f"lines_fts_{shard}"
+    table = fts_table(shard)  # shard < FTS_SHARDS: its own table
     levels = fts_levels(conn, shard)
     if levels is None or levels <= FTS_MAX_LEVELS:
         conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
@@ -164,7 +164,7 @@ def _rebuild_fts(conn: sqlite3.Connection, shard: int) -> None:
     ``delete-all``: its data and segment tables are then set to those of a new, empty
     FTS5 index. Either way ``secure_delete`` zeroes the pages the old segments held.
     """
-    table = f"lines_fts_{shard}"
+    table = fts_table(shard)  # shard < FTS_SHARDS: its own table
     try:
         conn.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')")
     except sqlite3.DatabaseError:
