@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -61,6 +61,8 @@ __all__ = ["AsyncVault", "Vault", "open", "open_async", "open_configured", "open
 #: Default health deadlines in seconds (contract P26).
 LOCAL_HEALTH_DEADLINE: Final = 0.2
 REMOTE_HEALTH_DEADLINE: Final = 1.0
+#: The most retains :meth:`Vault.retain_many` commits in one write group (P34).
+GROUP_SIZE: Final = 64
 _VERBS: Final = ("memvault_retain", "memvault_recall", "memvault_read", "memvault_forget", "memvault_health")
 
 _R = TypeVar("_R")
@@ -159,6 +161,73 @@ class Vault:
         """Store content in one document (contract P5-P13)."""
         _expect(request, RetainRequest)
         return self._call(self._hook.memvault_retain, "retain", RetainResult, request)
+
+    def retain_many(self, requests: Sequence[RetainRequest]) -> list[RetainResult | MemvaultError]:
+        """Retain several requests, in order; one outcome per request (contract P34).
+
+        Each request goes through the same checks, scanner and hooks as
+        :meth:`retain`, and its outcome is its :class:`RetainResult` or the
+        memvault error that :meth:`retain` would have raised for it: one request
+        failing (over its cap, rejected by the scanner, invalid) fails alone. A
+        provider that implements ``memvault_write_group`` (sqlite) commits the
+        requests together, up to :data:`GROUP_SIZE` per transaction, which is
+        much faster than one commit each; the others commit each request alone.
+        Either way every result returned is durable when this method returns,
+        and a later request sees the earlier ones (two appends to one document
+        land in order). If a group's commit fails, the requests that had
+        succeeded in it get that error instead, and none of them is stored.
+
+        :raises InvalidRequest: when an item is not a :class:`RetainRequest`
+            (before anything is written).
+        """
+        for request in requests:
+            _expect(request, RetainRequest)
+        hook = self._hook.memvault_write_group
+        grouped = any(impl.plugin is self.provider for impl in hook.get_hookimpls())
+        outcomes: list[RetainResult | MemvaultError] = []
+        for start in range(0, len(requests), GROUP_SIZE):
+            chunk = requests[start : start + GROUP_SIZE]
+            if not grouped:
+                outcomes.extend(self._outcome(request) for request in chunk)
+                continue
+            group = self._call_bare(hook, "retain")
+            if group is None:
+                outcomes.extend(self._outcome(request) for request in chunk)
+                continue
+            first = len(outcomes)
+            try:
+                with group:
+                    outcomes.extend(self._outcome(request) for request in chunk)
+            except MemvaultError as exc:
+                failed: MemvaultError = _named(exc, self.name)
+            except Exception as exc:  # noqa: BLE001 - a provider bug in its commit, typed like any other
+                failed = _wrap(exc, self.name, "retain")
+                failed.__cause__ = exc
+            else:
+                continue
+            # The commit failed: nothing of the group is stored, so no success stands.
+            done = outcomes[first:]
+            del outcomes[first:]
+            outcomes.extend(failed if isinstance(o, RetainResult) else o for o in done)
+            outcomes.extend(failed for _ in range(len(chunk) - len(done)))
+        return outcomes
+
+    def _outcome(self, request: RetainRequest) -> RetainResult | MemvaultError:
+        try:
+            return self.retain(request)
+        except MemvaultError as exc:
+            return exc
+
+    def _call_bare(self, caller: Any, verb: str) -> Any:
+        try:
+            return caller()
+        except MemvaultError as exc:
+            named = _named(exc, self.name)
+            if named is exc:
+                raise
+            raise named from exc
+        except Exception as exc:
+            raise _wrap(exc, self.name, verb) from exc
 
     def recall(self, request: RecallRequest) -> RecallResult:
         """Search for lines matching the query (contract P14-P20)."""
@@ -345,6 +414,10 @@ class AsyncVault:
     async def retain(self, request: RetainRequest) -> RetainResult:
         """Awaitable :meth:`Vault.retain`."""
         return await asyncio.to_thread(self.vault.retain, request)
+
+    async def retain_many(self, requests: Sequence[RetainRequest]) -> list[RetainResult | MemvaultError]:
+        """Awaitable :meth:`Vault.retain_many` (one worker thread for the whole list)."""
+        return await asyncio.to_thread(self.vault.retain_many, requests)
 
     async def recall(self, request: RecallRequest) -> RecallResult:
         """Awaitable :meth:`Vault.recall`."""

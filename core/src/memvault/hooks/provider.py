@@ -10,6 +10,8 @@ arguments may be added, nothing is removed or renamed.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 from memvault.contract.models import (
     ForgetRequest,
     ForgetResult,
@@ -37,6 +39,26 @@ def memvault_retain(request: RetainRequest) -> RetainResult:
 
     :param request: the validated retain request.
     :return: the document label, the stored body's size and the cap warning.
+    """
+
+
+@hookspec(firstresult=True)
+def memvault_write_group() -> AbstractContextManager[None] | None:
+    """A write group: the retains this thread makes inside it commit together (contract P34; optional).
+
+    :meth:`memvault.Vault.retain_many` enters the returned context manager, runs
+    each retain through the usual hook chain (so every wrapper, the scanner
+    among them, sees each one) on the same thread, and exits it. Inside the
+    group each retain (and any quarantine copy the scanner keeps for one) joins
+    one transaction instead of committing alone: a retain that raises leaves
+    nothing of its own behind and the others go on; on a clean exit commit
+    everything at once, or raise a memvault error when the commit fails (then
+    nothing of the group is stored). On an exit with an exception roll back.
+    Retains are the only verb called inside a group.
+
+    A provider without this hook loses nothing: each retain then commits alone.
+
+    :return: the group, entered once per call.
     """
 
 

@@ -22,7 +22,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, cast
 
@@ -132,6 +132,18 @@ class _Write:
         self.done = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+class _Group:
+    """A write group open on one thread (:meth:`Database.group`): its connection, and a fatal error."""
+
+    __slots__ = ("broken", "conn", "depth")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.depth = 1
+        #: Set when SQLite rolled the whole transaction back under a write: the group cannot commit.
+        self.broken: BaseException | None = None
 
 
 class _HasDatabase(Protocol):
@@ -302,6 +314,74 @@ class Database:
 
     # -- group commit ----------------------------------------------------------
 
+    def in_group(self) -> bool:
+        """Whether the calling thread has a write group open on this database."""
+        return getattr(self._local, "group", None) is not None
+
+    @contextmanager
+    def group(self, verb: str = "retain") -> Iterator[None]:
+        """One transaction for every :meth:`commit` this thread makes inside (contract P34).
+
+        Holds the process's writer turn and SQLite's write lock from entry to exit; each write
+        runs inside its own ``SAVEPOINT`` (a write that raises is rolled back alone), and a
+        clean exit commits them all at once. Re-entering on the same thread joins the open group.
+
+        :raises UpstreamError: when the commit fails (nothing of the group is stored).
+        """
+        open_group: _Group | None = getattr(self._local, "group", None)
+        if open_group is not None:
+            open_group.depth += 1
+            try:
+                yield
+            finally:
+                open_group.depth -= 1
+            return
+        conn = self.conn()
+        # An in-memory database's writes hold its lock for the whole transaction (see retry);
+        # taken before the writer turn, in the same order as theirs.
+        with self._memory_lock or nullcontext(), self.writer(verb):
+            self.retry(lambda: conn.execute("BEGIN IMMEDIATE"), verb)
+            group = _Group(conn)
+            self._local.group = group
+            try:
+                yield
+                if group.broken is not None:
+                    raise self._as_memvault(group.broken, verb)
+                with self.translating(verb):
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+            finally:
+                self._local.group = None
+
+    def _in_group(self, group: _Group, work: Callable[[sqlite3.Connection], _T], verb: str) -> _T:
+        conn = group.conn
+        if group.broken is not None:
+            raise UpstreamError(
+                f"sqlite database {self.path}: an earlier write of this group failed its transaction "
+                f"during {verb}; nothing of the group is stored: retry"
+            )
+        with self.translating(verb):
+            conn.execute("SAVEPOINT memvault_write")
+        try:
+            value = work(conn)
+        except Exception as exc:
+            if not conn.in_transaction:
+                group.broken = exc  # SQLite rolled the whole transaction back: the group fails
+            else:
+                with self.translating(verb):
+                    conn.execute("ROLLBACK TO memvault_write")
+                    conn.execute("RELEASE memvault_write")
+            error = self._as_memvault(exc, verb)
+            if error is exc:
+                raise
+            raise error from exc
+        with self.translating(verb):
+            conn.execute("RELEASE memvault_write")
+        return value
+
     def commit(self, work: Callable[[sqlite3.Connection], _T], verb: str) -> _T:
         """Run ``work(conn)`` in a write transaction and return once it is committed (durable).
 
@@ -311,6 +391,10 @@ class Database:
         each caller. A failed ``COMMIT`` fails every write of its batch. ``work`` must not
         commit, and may run on another thread than the caller's.
         """
+
+        group: _Group | None = getattr(self._local, "group", None)
+        if group is not None:
+            return self._in_group(group, work, verb)
 
         def inline() -> _T:
             conn = self.conn()

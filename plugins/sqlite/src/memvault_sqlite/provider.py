@@ -13,7 +13,8 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 from memvault import current_stored_check
@@ -87,6 +88,8 @@ class SqliteProvider:
         self.db = Database(path, timeout=timeout, synchronous=synchronous)
         self.scrub_wait = float(scrub_wait)
         self._scrubber = Scrubber(self.db)
+        #: A retain inside a write group found erasures awaiting their scrub: finish them after it.
+        self._scrub_after_group = False
         try:
             with self.db.translating("open"):
                 self._open_schema()
@@ -236,9 +239,25 @@ class SqliteProvider:
 
         result, pending = self.db.commit(write, "retain")
         if pending:
-            # The next write is an opportunity to finish an erasure (P24).
-            self._scrubber.finish(wait=0.0, busy_ms=BACKGROUND_BUSY_MS)
+            if self.db.in_group():
+                self._scrub_after_group = True  # the scrub needs the writer turn the group holds
+            else:
+                # The next write is an opportunity to finish an erasure (P24).
+                self._scrubber.finish(wait=0.0, busy_ms=BACKGROUND_BUSY_MS)
         return result
+
+    @hookimpl
+    def memvault_write_group(self) -> AbstractContextManager[None]:
+        """The retains this thread makes inside commit in one transaction (P34)."""
+        return self._write_group()
+
+    @contextmanager
+    def _write_group(self) -> Iterator[None]:
+        with self.db.group("retain"):
+            yield
+        if self._scrub_after_group and not self.db.in_group():
+            self._scrub_after_group = False
+            self._scrubber.finish(wait=0.0, busy_ms=BACKGROUND_BUSY_MS)
 
     @hookimpl
     @translated("recall")
