@@ -96,6 +96,51 @@ def retain_rate(tmp: Path, n: int = 400, synchronous: str = "full") -> dict[str,
     }
 
 
+def retain_many_rate(tmp: Path, n: int = 1024, synchronous: str = "full") -> dict[str, float]:
+    """``vault.retain_many`` in lists of 64 against 64 raw single-row inserts, and 64 raw inserts in one
+    transaction, alternated list by list (issue 18, target 6; contract P34)."""
+    vault = memvault.open("sqlite", path=str(tmp / f"many-{synchronous}.db"), scanner="off", synchronous=synchronous)
+    raw = sqlite3.connect(str(tmp / f"raw-many-{synchronous}.db"), isolation_level=None)
+    raw.execute("PRAGMA journal_mode = WAL")
+    raw.execute(f"PRAGMA synchronous = {synchronous}")
+    raw.execute("PRAGMA secure_delete = ON")
+    raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    line = "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"
+    group = 64
+    many_s = single_s = batched_s = 0.0
+    for start_at in range(0, n, group):
+        requests = [
+            memvault.RetainRequest(
+                workspace_id="w",
+                agent_id="a",
+                tier="daily",
+                key=f"2024-01-{1 + i // 100:02d}",
+                content=line,
+                mode="append",
+            )
+            for i in range(start_at, start_at + group)
+        ]
+        start = time.perf_counter()
+        outcomes = vault.retain_many(requests)
+        many_s += time.perf_counter() - start
+        assert all(isinstance(o, memvault.RetainResult) for o in outcomes), outcomes
+        start = time.perf_counter()
+        for _ in range(group):
+            raw.execute("BEGIN IMMEDIATE")
+            raw.execute("INSERT INTO t (body) VALUES (?)", (line,))
+            raw.execute("COMMIT")
+        single_s += time.perf_counter() - start
+        start = time.perf_counter()
+        raw.execute("BEGIN IMMEDIATE")
+        for _ in range(group):
+            raw.execute("INSERT INTO t (body) VALUES (?)", (line,))
+        raw.execute("COMMIT")
+        batched_s += time.perf_counter() - start
+    vault.close()
+    raw.close()
+    return {"many": n / many_s, "raw": n / single_s, "raw_batched": n / batched_s}
+
+
 # -- 2. scale --------------------------------------------------------------------
 
 
@@ -473,6 +518,12 @@ def main() -> None:
                 f"{rate['raw']:.0f}/s, ratio {rate['provider'] / rate['raw']:.2f}; per call p50 provider "
                 f"{rate['provider_p50'] * 1e6:.0f} us, raw {rate['raw_p50'] * 1e6:.0f} us, "
                 f"ratio {rate['raw_p50'] / rate['provider_p50']:.2f}"
+            )
+            many = retain_many_rate(Path(tmp), synchronous=sync)
+            print(
+                f"retain_many rate (synchronous={sync}, lists of 64): provider {many['many']:.0f}/s, raw single-row "
+                f"inserts {many['raw']:.0f}/s, ratio {many['many'] / many['raw']:.2f}; raw inserts 64 per "
+                f"transaction {many['raw_batched']:.0f}/s, ratio {many['many'] / many['raw_batched']:.2f}"
             )
 
     with tempfile.TemporaryDirectory() as tmp:
