@@ -6,7 +6,8 @@ with "Killed by: test_a, test_b." naming the suite tests that must fail on it:
 the harness runs exactly those tests against it. ``docs/contract-coverage.md``
 lists the mutants per contract line. The controls at the end are legitimate
 providers (another ranking engine, a provider that does not name itself in
-``NotSupported``) that the suite must pass, so it stays fair to them.
+``NotSupported``, the transactional memory provider with a write group that the
+P34 mutants break) that the suite must pass, so it stays fair to them.
 None of these is rejected by the core's types or the Vault facade on its own:
 each returns well-typed results (the score mutant bypasses RecallSnippet's
 validator with ``object.__setattr__``, as a provider building results some
@@ -18,20 +19,23 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import attrs
 
 from memvault import search as text
-from memvault.contract.errors import CapExceeded, NotSupported
+from memvault.contract.errors import CapExceeded, MemvaultError, NotSupported
 from memvault.contract.models import (
     Capability,
     ForgetRequest,
     ForgetResult,
     HealthStatus,
     Partition,
+    QuarantineRecord,
     ReadRequest,
     ReadResult,
     RecallRequest,
@@ -1588,6 +1592,344 @@ class HealthProbeLeavesADocument(MemoryProvider):
         return HealthStatus(ok=True)
 
 
+# -- write groups (P34): memory as a transactional backend with memvault_write_group ---------------
+
+_Store = dict[Any, dict[str, Any]]
+
+
+def _copied(store: _Store) -> _Store:
+    return {k: dict(v) for k, v in store.items()}
+
+
+class _GroupState:
+    """One open write group: the staged copy of the store its thread's retains write to, and what they did."""
+
+    def __init__(self, partitions: _Store, quarantine: _Store) -> None:
+        self.partitions = partitions
+        self.quarantine = quarantine
+        #: the store as the group found it (its transaction's start)
+        self.base = (_copied(partitions), _copied(quarantine))
+        #: the retains that succeeded, in order; the staged store after the first of them
+        self.writes: list[RetainRequest] = []
+        self.first: tuple[_Store, _Store] | None = None
+        #: (partition, label, subject) of every tagged retain tried in the group
+        self.tags: list[tuple[Partition, str, str]] = []
+        #: the partition each label was first written to in the group
+        self.labels: dict[str, Partition] = {}
+
+
+class _Grouped(MemoryProvider):
+    """Memory as a transactional backend with a write group (P34): the base of the group mutants.
+
+    A retain is one transaction, written the way a SQL backend writes it: the document's row first (and its
+    subject's tag), then the scanner's check of the stored body and the cap check, then the body; a retain that
+    raises is rolled back (restored from a copy of the store taken before it). A write group holds the writer
+    lock from entry to exit; its thread's retains (and reads, and quarantine copies) work on a staged copy of
+    the store, each retain under its own savepoint, and a clean exit publishes the copy: the commit. Unmutated
+    it keeps the contract (the control ``control-write-group``); each mutant below changes one step.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._writer = threading.RLock()  # every write and every group, from entry to exit
+        self._live_partitions: _Store = {}
+        self._live_quarantine: _Store = {}
+        super().__init__()
+
+    # The store the calling thread sees: its group's staged copy inside a group, else the live one.
+
+    @property  # type: ignore[override]
+    def _partitions(self) -> _Store:
+        state = self._state()
+        return state.partitions if state is not None else self._live_partitions
+
+    @_partitions.setter
+    def _partitions(self, value: _Store) -> None:
+        state = self._state()
+        if state is not None:
+            state.partitions = value
+        else:
+            self._live_partitions = value
+
+    @property  # type: ignore[override]
+    def _quarantine(self) -> _Store:
+        state = self._state()
+        return state.quarantine if state is not None else self._live_quarantine
+
+    @_quarantine.setter
+    def _quarantine(self, value: _Store) -> None:
+        state = self._state()
+        if state is not None:
+            state.quarantine = value
+        else:
+            self._live_quarantine = value
+
+    def _state(self) -> _GroupState | None:
+        local = self.__dict__.get("_local")
+        return getattr(local, "state", None) if local is not None else None
+
+    # -- the group ------------------------------------------------------------------
+
+    @hookimpl
+    def memvault_write_group(self) -> AbstractContextManager[None]:
+        return self._group()
+
+    def group_lock(self) -> AbstractContextManager[Any]:
+        """What the group holds from entry to exit (the writer lock: no other thread writes meanwhile)."""
+        return self._writer
+
+    @contextmanager
+    def _group(self) -> Iterator[None]:
+        with self.group_lock():
+            if self._state() is not None:  # re-entered on the same thread: joins the open group
+                yield
+                return
+            with self._lock:
+                state = _GroupState(_copied(self._live_partitions), _copied(self._live_quarantine))
+            self._local.state = state
+            try:
+                yield
+                self.commit(state)
+            finally:
+                self._local.state = None
+
+    def commit(self, state: _GroupState) -> None:
+        """Publish the staged store."""
+        with self._lock:
+            self._live_partitions, self._live_quarantine = state.partitions, state.quarantine
+
+    # -- one retain ---------------------------------------------------------------------
+
+    def partition_of(self, request: RetainRequest, state: _GroupState | None) -> Partition:
+        return request.ref.partition
+
+    def write(self, request: RetainRequest, state: _GroupState | None) -> RetainResult:
+        """The retain's statements, in a SQL backend's order; under the store lock, in a transaction."""
+        ref = request.ref
+        docs = self._partitions.setdefault(self.partition_of(request, state), {})
+        old = docs.get(ref.label)
+        stored, digest = (old.body, old.digest) if old is not None else ("", "")
+        if old is None:  # get-or-create the document's row
+            old = docs[ref.label] = _doc(request.tier, ref.label, "")
+        if request.data_subject_id:  # tag it
+            old = docs[ref.label] = attrs.evolve(old, data_subjects=old.data_subjects | {request.data_subject_id})
+        check_stored(stored, digest)
+        final = request.applied_to(stored, old.data_subjects)
+        docs[ref.label] = _Document(
+            tier=request.tier,
+            body=final.body,
+            size=final.bytes,
+            data_subjects=final.subjects,
+            index=text.index_document(ref.label, final.body),
+            digest=body_sha256(final.body),
+        )
+        return RetainResult(id=ref.label, bytes=final.bytes, warning=final.warning)
+
+    def failed(self, mark: tuple[_Store, _Store], state: _GroupState | None) -> None:
+        """Roll a retain that raised back: to its savepoint inside a group, else its whole transaction."""
+        self._partitions, self._quarantine = mark
+
+    def written(self, request: RetainRequest, state: _GroupState) -> None:
+        """A retain of the group succeeded (its savepoint released)."""
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        with self._writer:
+            state = self._state()
+            if state is not None and request.data_subject_id:
+                state.tags.append((request.ref.partition, request.ref.label, request.data_subject_id))
+            with self._lock:
+                mark = (_copied(self._partitions), _copied(self._quarantine))
+                try:
+                    result = self.write(request, state)
+                except BaseException:
+                    self.failed(mark, state)
+                    raise
+            if state is not None:
+                self.written(request, state)
+            return result
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        with self._writer:
+            return super().memvault_forget(request)
+
+    @hookimpl
+    def memvault_quarantine_keep(self, record: QuarantineRecord) -> bool:
+        with self._writer:
+            return super().memvault_quarantine_keep(record)
+
+
+class GroupKeepsAFailedItemsWrites(_Grouped):
+    """P34/P9/P13: the group has no savepoint per retain, so a retain that fails inside it (over its cap, or
+    rejected by the scanner's check in the write) keeps what it wrote before failing, the document's new row
+    and its subject's tag, and the group's commit stores them.
+
+    Killed by: test_retain_many_a_failed_item_creates_no_document, test_retain_many_tags_only_the_items_it_stores,
+    test_p34_an_item_the_scanner_rejects_fails_alone.
+    """
+
+    def failed(self, mark: tuple[_Store, _Store], state: _GroupState | None) -> None:
+        if state is None:
+            super().failed(mark, state)
+
+
+class GroupRollsBackEverythingOnAnItemError(_Grouped):
+    """P34: a retain that fails inside the group rolls back the group's whole transaction (ROLLBACK where
+    ROLLBACK TO its savepoint was meant), so the successes before it, already answered, are lost.
+
+    Killed by: test_retain_many_gives_one_outcome_per_item_in_order, test_retain_many_a_failed_item_creates_no_document.
+    """
+
+    def failed(self, mark: tuple[_Store, _Store], state: _GroupState | None) -> None:
+        if state is None:
+            super().failed(mark, state)
+        else:
+            self._partitions, self._quarantine = _copied(state.base[0]), _copied(state.base[1])
+
+
+class GroupNeverCommits(_Grouped):
+    """P34: the group's exit forgets to commit (the pooled connection rolls the transaction back when it is next
+    used), so every retain of a retain_many is answered and none is stored.
+
+    Killed by: test_retain_many_gives_one_outcome_per_item_in_order,
+    test_retain_many_stores_every_item_of_a_long_list_in_order.
+    """
+
+    def commit(self, state: _GroupState) -> None:
+        pass
+
+
+class GroupCommitsOnlyTheFirstWrite(_Grouped):
+    """P34: the group's commit ends the transaction its first retain began; the later ones ran after it in a
+    transaction nobody commits, and are lost.
+
+    Killed by: test_retain_many_gives_one_outcome_per_item_in_order,
+    test_retain_many_stores_every_item_of_a_long_list_in_order.
+    """
+
+    def written(self, request: RetainRequest, state: _GroupState) -> None:
+        if state.first is None:
+            state.first = (_copied(state.partitions), _copied(state.quarantine))
+
+    def commit(self, state: _GroupState) -> None:
+        if state.first is not None:
+            state.partitions, state.quarantine = state.first
+        super().commit(state)
+
+
+class GroupReordersWrites(_Grouped):
+    """P34: the group buffers its writes and flushes them as a stack at exit, last first: each retain was
+    answered as if in order, but a document's appends are stored reversed.
+
+    Killed by: test_retain_many_gives_one_outcome_per_item_in_order,
+    test_retain_many_stores_every_item_of_a_long_list_in_order.
+    """
+
+    def written(self, request: RetainRequest, state: _GroupState) -> None:
+        state.writes.append(request)
+
+    def commit(self, state: _GroupState) -> None:
+        state.partitions = _copied(state.base[0])
+        for request in reversed(state.writes):
+            mark = (_copied(state.partitions), _copied(state.quarantine))
+            with self._lock:
+                try:
+                    self.write(request, state)
+                except MemvaultError:
+                    self.failed(mark, state)
+        super().commit(state)
+
+
+class GroupSwallowsItemErrors(_Grouped):
+    """P34/P9: inside a group a retain over its cap is rolled back but answered as a success (the backend
+    defers constraint errors to the commit, then drops the failing rows without telling anyone).
+
+    Killed by: test_retain_many_gives_one_outcome_per_item_in_order, test_retain_many_outcomes_equal_single_retains.
+    """
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        try:
+            return super().memvault_retain(request)
+        except CapExceeded as exc:
+            if self._state() is None:
+                raise
+            return RetainResult(id=request.ref.label, bytes=exc.projected, warning="")
+
+
+class GroupCachesDocumentsByLabel(_Grouped):
+    """P34/P3: the group caches the documents it has written by label alone, so a later retain of the same
+    label for another agent or workspace in the same group lands in the first one's document.
+
+    Killed by: test_retain_many_never_crosses_partitions.
+    """
+
+    def partition_of(self, request: RetainRequest, state: _GroupState | None) -> Partition:
+        if state is None:
+            return request.ref.partition
+        return state.labels.setdefault(request.ref.label, request.ref.partition)
+
+
+class GroupTagsAtCommit(_Grouped):
+    """P34/P13: the group collects every retain's subject and inserts the tags in one statement at commit,
+    also those of retains that failed and were rolled back.
+
+    Killed by: test_retain_many_tags_only_the_items_it_stores, test_p34_an_item_the_scanner_rejects_fails_alone.
+    """
+
+    def commit(self, state: _GroupState) -> None:
+        for partition, label, subject in state.tags:
+            doc = state.partitions.get(partition, {}).get(label)
+            if doc is not None:
+                state.partitions[partition][label] = attrs.evolve(doc, data_subjects=doc.data_subjects | {subject})
+        super().commit(state)
+
+
+class GroupHidesItsWritesFromReads(_Grouped):
+    """P34/P29: reads made inside the group use another connection, which cannot see the group's uncommitted
+    writes, so the scanner reading an append's stored body back judges the body before the group's earlier
+    appends: an injection they complete is stored.
+
+    Killed by: test_p34_an_injection_split_across_two_items_is_rejected,
+    test_p34_an_item_the_scanner_rejects_fails_alone.
+    """
+
+    @hookimpl
+    def memvault_read(self, request: ReadRequest) -> ReadResult:
+        if self._state() is None:
+            return super().memvault_read(request)
+        ref = request.ref
+        with self._lock:
+            doc = self._live_partitions.get(ref.partition, {}).get(ref.label)
+        return ReadResult(id=ref.label, content=doc.body if doc else "")
+
+
+class GroupDropsQuarantineCopies(_Grouped):
+    """P34/P30: inside a group, the quarantine copy of a rejected retain is staged in a list the commit never
+    writes out, though it answered that the copy was kept.
+
+    Killed by: test_p34_an_item_the_scanner_rejects_fails_alone.
+    """
+
+    @hookimpl
+    def memvault_quarantine_keep(self, record: QuarantineRecord) -> bool:
+        if self._state() is not None:
+            return True
+        return super().memvault_quarantine_keep(record)
+
+
+class GroupPublishesAStaleCopy(_Grouped):
+    """P34/P12: the group does not hold the writer lock: it copies the store at entry and publishes its copy at
+    exit, so what other threads wrote meanwhile is lost.
+
+    Killed by: test_retain_many_and_concurrent_retains_lose_nothing.
+    """
+
+    def group_lock(self) -> AbstractContextManager[Any]:
+        return nullcontext()
+
+
 # -- the plain memory provider claiming what it cannot keep (P11, P20) ----------------------
 
 
@@ -1748,6 +2090,17 @@ _CLASSES: list[type[Any]] = [
     SearchesOnlyAgentMdWithoutTier,
     ForgetLeavesTheBody,
     ErasureCountsWrites,
+    GroupKeepsAFailedItemsWrites,
+    GroupRollsBackEverythingOnAnItemError,
+    GroupNeverCommits,
+    GroupCommitsOnlyTheFirstWrite,
+    GroupReordersWrites,
+    GroupSwallowsItemErrors,
+    GroupCachesDocumentsByLabel,
+    GroupTagsAtCommit,
+    GroupHidesItsWritesFromReads,
+    GroupDropsQuarantineCopies,
+    GroupPublishesAStaleCopy,
 ]
 
 _RECALL_TESTS = (
@@ -1766,4 +2119,5 @@ CONTROLS: dict[str, Mutant] = {
     "control-unmutated": Mutant(MemoryProvider, control_selection="*"),
     "control-own-ranking-engine": Mutant(OwnRankingEngine, control_selection=_RECALL_TESTS),
     "control-no-cascade-unnamed": Mutant(NoCascadeUnnamed, frozenset(), control_selection="by_subject"),
+    "control-write-group": Mutant(_Grouped, control_selection="*"),
 }

@@ -6,7 +6,8 @@ after "Killed by:", and at least one of them must fail. The controls run too:
 the unmutated memory provider runs the union of every mutant's tests and must
 pass them all, so a kill is the mutation's doing, not the harness's; the
 fairness controls (another ranking engine, a provider that does not name
-itself in NotSupported) must pass what they run.
+itself in NotSupported, the write-group base of the P34 mutants) must pass
+what they run.
 """
 
 from __future__ import annotations

@@ -15,9 +15,11 @@ pytest.register_assert_rewrite(
     "memvault_parity.concurrency",
     "memvault_parity.forget",
     "memvault_parity.health",
+    "memvault_parity.listing",
     "memvault_parity.partitions",
     "memvault_parity.recall",
     "memvault_parity.retain",
+    "memvault_parity.retain_many",
     "memvault_parity.scanner",
     "memvault_parity.suite",
 )

@@ -20,6 +20,7 @@ from memvault_parity.listing import ListingTests
 from memvault_parity.partitions import PartitionTests
 from memvault_parity.recall import RecallTests
 from memvault_parity.retain import CapTests, ModeTests, TierTests
+from memvault_parity.retain_many import RetainManyTests
 from memvault_parity.scanner import ScannerTests
 
 __all__ = ["ProviderSuite"]
@@ -30,6 +31,7 @@ class ProviderSuite(
     TierTests,
     ModeTests,
     CapTests,
+    RetainManyTests,
     RecallTests,
     ReadTests,
     ForgetTests,
