@@ -149,3 +149,10 @@ def test_p34_async_retain_many() -> None:
             return outcomes
 
     assert [o.bytes for o in asyncio.run(run()) if isinstance(o, memvault.RetainResult)] == [2, 4]
+
+
+def test_p34_a_generator_of_requests_is_read_once() -> None:
+    with memvault.open("memory") as vault:
+        outcomes = vault.retain_many(req(f"{i}\n") for i in range(3))  # type: ignore[arg-type]
+        assert len(outcomes) == 3
+        assert body(vault) == "0\n1\n2\n"

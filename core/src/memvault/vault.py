@@ -180,6 +180,7 @@ class Vault:
         :raises InvalidRequest: when an item is not a :class:`RetainRequest`
             (before anything is written).
         """
+        requests = list(requests)  # also a generator, read once
         for request in requests:
             _expect(request, RetainRequest)
         hook = self._hook.memvault_write_group
