@@ -4,6 +4,7 @@ Routes (all under ``/v1``; bodies and results are the :mod:`memvault.contract.wi
 
 =========================  ======  =====================================================
 ``/v1/retain``             POST    :class:`~memvault.RetainRequest` -> ``RetainResult``
+``/v1/retain/batch``       POST    ``{"items": [RetainRequest, ...]}`` -> ``{"results": [...]}`` (one outcome each)
 ``/v1/recall``             POST    :class:`~memvault.RecallRequest` -> ``RecallResult``
 ``/v1/read``               POST    :class:`~memvault.ReadRequest` -> ``ReadResult``
 ``/v1/forget``             POST    :class:`~memvault.ForgetRequest` -> ``ForgetResult``
@@ -30,6 +31,18 @@ the provider that runs at most once per ``health_interval`` in its own thread,
 so a flood of health checks costs the store one probe per interval, and a busy
 service still reports the store's real state. Unknown paths (404), wrong
 methods (405) and malformed HTTP (400) answer with the same typed error body.
+
+``POST /v1/retain/batch`` (contract P34 over the wire) takes 1 to ``max_batch_items``
+retain requests and runs them with one :meth:`Vault.retain_many` call in one
+worker thread. Whole-batch checks, in order: the bounds and the token as above,
+the body (413/408/400), its shape (400: an object whose ``items`` is a list of 1
+to ``max_batch_items``), then the bounds again for the batch's size: a batch of
+``n`` items counts ``n`` requests against the caller's bound and the service's
+total (503 when they do not fit), so batches cannot multiply what one tenant has
+in flight. Then each item is checked like a ``/v1/retain`` body (text, shape,
+the token's workspace, the core's validation) and fails alone: the answer is 200
+with one entry per item, in order, ``{"result": RetainResult}`` or
+``{"status": <the single route's status>, "error": <its typed error body>}``.
 """
 
 from __future__ import annotations
@@ -214,6 +227,8 @@ class _Service:
         # Threads, not the event loop, run the (synchronous) provider; bounded
         # like the requests so a flood cannot spawn unbounded threads.
         self.limiter = anyio.CapacityLimiter(settings.max_concurrent)
+        #: The outermost layer (set by :func:`create_app`): a batch takes its extra slots from it.
+        self.gate: _Gate | None = None
         # The provider's hook itself, under the service's own deadline (health_timeout): the
         # vault's in-process deadline (0.2 s) would read a busy process as a failing store.
         self.health_next = 0.0
@@ -246,8 +261,12 @@ class _Service:
         request.scope.setdefault("memvault", {})["token"] = entry.name or "unnamed"
         return entry
 
-    async def read_json(self, request: Request) -> dict[str, Any]:
-        """The JSON object in the body, refusing bodies over the cap as they stream in."""
+    async def read_json(self, request: Request, *, check_text: bool = True) -> dict[str, Any]:
+        """The JSON object in the body, refusing bodies over the cap as they stream in.
+
+        :param check_text: refuse a lone surrogate anywhere in the body (400); a batch
+            checks each item on its own instead, so one bad item fails alone.
+        """
         cap = self.settings.max_body_bytes
         too_large = _HttpError(
             413,
@@ -288,7 +307,8 @@ class _Service:
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and ints over 4300 digits
             reason = str(exc)[:200]
             raise _HttpError(400, InvalidRequest(f"request body is not valid JSON: {reason}", field="body")) from None
-        _check_text(data)
+        if check_text:
+            _check_text(data)
         if not isinstance(data, dict):
             raise _HttpError(
                 400,
@@ -337,6 +357,107 @@ class _Service:
             return JSONResponse(unstructure(result))
 
         return handler
+
+    async def retain_batch(self, request: Request) -> Response:
+        """``POST /v1/retain/batch``: 1..``max_batch_items`` retains, one outcome each, in order.
+
+        The batch's items past its first take slots of their own from the gate
+        (503 when they do not fit), held until the answer is ready, whatever
+        happens: an error, the timeout, or the caller leaving.
+        """
+        entry = self.authenticate(request)
+        data = await self.read_json(request, check_text=False)
+        items = self.batch_items(data)
+        request.scope.setdefault("memvault", {})["items"] = len(items)
+        extra = len(items) - 1
+        if self.gate is not None and extra:
+            self.gate.reserve(request.scope, extra)
+        try:
+            return JSONResponse({"results": await self.run_batch(entry, items)})
+        finally:
+            if self.gate is not None and extra:
+                self.gate.release(request.scope, extra)
+
+    def batch_items(self, data: dict[str, Any]) -> list[Any]:
+        """The batch's ``items``: 400 for anything but a list of 1 to ``max_batch_items`` entries."""
+        items = data.get("items")
+        # The items are checked one by one below (one bad item fails alone); the rest of the body here.
+        _check_text({key: None if key == "items" and isinstance(value, list) else value for key, value in data.items()})
+        unknown = sorted(key for key in data if key != "items")
+        if unknown:
+            raise _HttpError(
+                400,
+                InvalidRequest(
+                    f"unknown key(s) {', '.join(unknown)} in request body: a batch is "
+                    '{"items": [<retain request>, ...]} and nothing else',
+                    field=unknown[0],
+                ),
+            )
+        if not isinstance(items, list) or not items:
+            got = (
+                "missing"
+                if "items" not in data
+                else "an empty list"
+                if isinstance(items, list)
+                else "null"
+                if items is None
+                else type(items).__name__
+            )
+            raise _HttpError(
+                400,
+                InvalidRequest(
+                    f"items must be a non-empty list of retain requests (got {got}): send "
+                    '{"items": [<the body of a /v1/retain request>, ...]}',
+                    field="items",
+                ),
+            )
+        cap = self.settings.max_batch_items
+        if len(items) > cap:
+            raise _HttpError(
+                400,
+                InvalidRequest(
+                    f"items holds {len(items)} retain requests, over the service's limit of {cap} per batch "
+                    f"(server.max_batch_items): send at most {cap} per batch",
+                    field="items",
+                ),
+            )
+        return items
+
+    async def run_batch(self, entry: TokenEntry | None, items: list[Any]) -> list[dict[str, Any]]:
+        """Each item checked like a ``/v1/retain`` body, then every valid one in one ``retain_many`` call."""
+        outcomes: list[dict[str, Any]] = []
+        parsed: list[RetainRequest] = []
+        positions: list[int] = []
+        for index, item in enumerate(items):
+            try:
+                _check_text(item)
+                if not isinstance(item, dict):
+                    raise _HttpError(
+                        400,
+                        InvalidRequest(
+                            f"items[{index}] must be a JSON object (a retain request), got {type(item).__name__}",
+                            field="body",
+                        ),
+                    )
+                self.authorize(entry, item)
+                parsed.append(structure(item, RetainRequest, what=f"items[{index}]"))
+            except _HttpError as exc:
+                outcomes.append({"status": exc.status, **encode_error(exc.error)})
+                continue
+            except MemvaultError as exc:
+                outcomes.append(_item_failure(exc, index))
+                continue
+            positions.append(len(outcomes))
+            outcomes.append({})
+        if parsed:
+            results = await self.call(lambda: self.vault.retain_many(parsed))
+            for position, outcome in zip(positions, results, strict=True):
+                outcomes[position] = (
+                    _item_failure(outcome, position)
+                    if isinstance(outcome, MemvaultError)
+                    else {"result": unstructure(outcome)}
+                )
+        return outcomes
 
     async def health(self, request: Request) -> Response:
         if self.tokens and request.headers.get("authorization"):
@@ -411,6 +532,15 @@ class _Service:
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document())
+
+
+def _item_failure(exc: MemvaultError, index: int) -> dict[str, Any]:
+    """A batch item's error entry: the single route's status and typed body (a 500's details stay in the log)."""
+    status = status_for(exc)
+    if status == 500:
+        log.error("provider error on %s/retain/batch item %d: %s", API_PREFIX, index, exc, exc_info=exc)
+        return {"status": 500, **encode_error(UpstreamError("the service's provider failed; see the service log"))}
+    return {"status": status, **encode_error(exc)}
 
 
 def _unless_unsupported(call: Callable[[], _T], otherwise: _T) -> _T:
@@ -491,6 +621,56 @@ class _Gate:
             return "anonymous", self.settings.max_unauthenticated, "max_unauthenticated"
         return f"token:{entry.sha256}", self.settings.max_per_token, "max_per_token"
 
+    def _release(self, key: str, count: int) -> None:
+        self.in_flight -= count
+        left = self.per_client[key] - count
+        if left:
+            self.per_client[key] = left
+        else:
+            del self.per_client[key]
+
+    def reserve(self, scope: Scope, extra: int) -> None:
+        """Count ``extra`` more requests in flight for the caller the gate admitted with ``scope``.
+
+        For a batch, whose items past the first count as requests of their own:
+        the caller's bound and the service's total apply to them as to separate
+        requests. Pair with :meth:`release` (try/finally).
+
+        :raises _HttpError: 503 with ``Retry-After``, as the gate's own refusals, when they do not fit.
+        """
+        admitted = scope.get("memvault", {}).get("gate")
+        if admitted is None:
+            return  # not admitted by this gate (the app served without it): nothing counted
+        key, bound, setting = admitted
+        items = extra + 1
+        held = self.per_client.get(key, 0)
+        total = self.settings.max_concurrent
+        refusal = ""
+        if self.in_flight + extra > total:
+            refusal = (
+                f"this batch of {items} items counts as {items} requests, which with the others in flight is "
+                f"over the service's limit of {total} concurrent requests (server.max_concurrent): "
+                "retry shortly, or send fewer items per batch"
+            )
+        elif held + extra > bound:
+            who = "requests without a valid token have" if key == "anonymous" else "this client has"
+            others = f" and {who} {held - 1} more in flight" if held > 1 else ""
+            refusal = (
+                f"this batch of {items} items counts as {items} requests{others}: over the limit of {bound} "
+                f"(server.{setting}); send at most {bound} items per batch, or wait for the others to "
+                "finish, then retry"
+            )
+        if refusal:
+            raise _HttpError(503, UpstreamError(refusal), {"Retry-After": "1"})
+        self.in_flight += extra
+        self.per_client[key] = held + extra
+
+    def release(self, scope: Scope, extra: int) -> None:
+        """Give back the slots :meth:`reserve` took."""
+        admitted = scope.get("memvault", {}).get("gate")
+        if admitted is not None:
+            self._release(admitted[0], extra)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -509,6 +689,7 @@ class _Gate:
                 await self.app(scope, receive, send_logged)
                 return
             key, bound, setting = self._client(scope)
+            scope.setdefault("memvault", {})["gate"] = (key, bound, setting)
             refusal = ""
             if self.in_flight >= self.settings.max_concurrent:
                 refusal = (
@@ -530,24 +711,21 @@ class _Gate:
             try:
                 await self.app(scope, receive, send_logged)
             finally:
-                self.in_flight -= 1
-                left = self.per_client[key] - 1
-                if left:
-                    self.per_client[key] = left
-                else:
-                    del self.per_client[key]
+                self._release(key, 1)
         finally:
             client = scope.get("client")
             peer = f"{client[0]}:{client[1]}" if client else "-"
             token = scope.get("memvault", {}).get("token", "-")
+            items = scope.get("memvault", {}).get("items")
             log.info(
-                "%s %s %s %d %.1fms token=%s",
+                "%s %s %s %d %.1fms token=%s%s",
                 peer,
                 scope.get("method", "-"),
                 scope.get("path", "-"),
                 status,
                 (time.perf_counter() - started) * 1000,
                 token,
+                "" if items is None else f" items={items}",
             )
 
 
@@ -575,6 +753,7 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
     service = _Service(vault, settings, tokens or TokenStore([]))
     routes = [
         Route(f"{API_PREFIX}/retain", _guard(service.verb(RetainRequest, vault.retain)), methods=["POST"]),
+        Route(f"{API_PREFIX}/retain/batch", _guard(service.retain_batch), methods=["POST"]),
         Route(f"{API_PREFIX}/recall", _guard(service.verb(RecallRequest, vault.recall)), methods=["POST"]),
         Route(f"{API_PREFIX}/read", _guard(service.verb(ReadRequest, vault.read)), methods=["POST"]),
         Route(f"{API_PREFIX}/forget", _guard(service.verb(ForgetRequest, vault.forget)), methods=["POST"]),
@@ -587,4 +766,5 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
         Route(f"{API_PREFIX}/openapi.json", _guard(service.openapi), methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
-    return _Gate(app, settings, service.tokens)
+    service.gate = _Gate(app, settings, service.tokens)
+    return service.gate

@@ -22,6 +22,22 @@ Retries, all inside the one ``timeout`` budget, with exponential backoff:
   request was sent raises ``UpstreamError`` at once: the append may or may not
   have happened, and only the caller can decide whether to read back and retry.
 * health makes a single attempt under its own deadline (below 1000 ms).
+
+Coalescing appends (``batch_max``, default 8; 0 or 1 turns it off): a retain
+that finds no other retain of this client in flight goes out alone to
+``/v1/retain``, at once. One that finds one in flight waits in a queue; when the
+request in flight returns, the first waiting thread sends everything queued (up
+to ``batch_max``) as one ``POST /v1/retain/batch`` and every thread gets its own
+result or raises its own typed error, rebuilt as for ``/v1/retain``. So at most
+one retain request per client is in flight, and the service commits a batch in
+one transaction (contract P34). A batch is retried as a single retain is
+(connection failures when every item is a replace; never after an append may
+have been applied). A batch the service refuses as a whole before running it
+(404 or 405 from a service without the route, remembered for the client's
+lifetime; 400, 413 or 503) is sent again as single requests, one per thread, so
+each item gets exactly what ``/v1/retain`` answers. A waiting thread waits at
+most the ``timeout`` of the request in flight plus its own batch's, then raises
+``UpstreamTimeout`` (saying whether its append was sent).
 """
 
 from __future__ import annotations
@@ -33,6 +49,7 @@ import socket
 import ssl
 import threading
 import time
+from collections import deque
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
@@ -70,6 +87,13 @@ _MAX_CONNECTIONS: Final = 64
 _MAX_IDLE: Final = 32
 #: An idle connection older than this is not reused (uvicorn closes idle ones after 5 s).
 _KEEPALIVE: Final = 4.0
+#: Retains a client sends in one ``/v1/retain/batch`` by default.
+DEFAULT_BATCH_MAX: Final = 8
+#: Statuses that refuse a whole batch before anything of it ran: its items go out alone instead.
+#: 404/405: a service without the route; 400: the batch's form (too many items); 413: too large; 503: the gate.
+_BATCH_REFUSED: Final = frozenset({400, 404, 405, 413, 503})
+#: Slack over a batch's ``timeout`` for the threads waiting on it (hand-over and scheduling).
+_HAND_OVER: Final = 1.0
 
 
 class _Retry(Exception):
@@ -80,6 +104,54 @@ class _Retry(Exception):
 
 class _ConnectFailed(Exception):
     """The TCP (or TLS) connection could not be opened: nothing was sent. ``__cause__`` says why."""
+
+
+class _BatchRefused(Exception):
+    """The service refused a whole batch before running any of it (status in ``_BATCH_REFUSED``)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+class _SendAlone:
+    """The outcome that tells a waiting thread to send its retain to ``/v1/retain`` itself."""
+
+
+_ALONE: Final = _SendAlone()
+#: What a waiting thread is given: its result, the error to raise, or "send it yourself".
+_Outcome = RetainResult | MemvaultError | _SendAlone
+
+
+class _Pending:
+    """One thread's retain while batching is on: the request, then its outcome.
+
+    Every field but ``request`` is read and written under the provider's condition's lock.
+    """
+
+    __slots__ = ("batch", "deadline", "outcome", "request", "taken")
+
+    def __init__(self, request: RetainRequest) -> None:
+        self.request = request
+        #: ``None`` until decided: a result, the error to raise, or :data:`_ALONE`.
+        self.outcome: _Outcome | None = None
+        #: Set on the one thread that sends: the pending retains it sends (itself first).
+        self.batch: list[_Pending] | None = None
+        #: Until when the thread waits (``time.monotonic``).
+        self.deadline = 0.0
+        #: Whether a batch carries it (it may have been sent).
+        self.taken = False
+
+
+def _clone(exc: MemvaultError) -> MemvaultError:
+    """A copy of ``exc`` for another thread to raise (one instance raised in two threads would mix tracebacks)."""
+    cls = type(exc)
+    copy = cls.__new__(cls, *exc.args)
+    copy.__dict__.update(exc.__dict__)
+    copy.args = exc.args
+    copy.__cause__ = exc.__cause__
+    copy.__suppress_context__ = exc.__suppress_context__
+    return copy
 
 
 class _Pool:
@@ -191,9 +263,11 @@ class HttpRemoteProvider:
     :param url: the service's base URL, e.g. ``http://127.0.0.1:8765``.
     :param token: the bearer token (empty for a service running without tokens).
     :param timeout: seconds a call may take in total, retries included.
+    :param batch_max: appends (and replaces) that threads issue while one of this client's retains is in
+        flight are sent together, up to this many per ``POST /v1/retain/batch``; 0 or 1 sends each alone.
     """
 
-    def __init__(self, url: str, token: str = "", timeout: float = 10.0) -> None:
+    def __init__(self, url: str, token: str = "", timeout: float = 10.0, batch_max: int = DEFAULT_BATCH_MAX) -> None:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
             raise InvalidRequest(
@@ -202,6 +276,10 @@ class HttpRemoteProvider:
             )
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise InvalidRequest(f"timeout must be a positive number of seconds, got {timeout!r}", field="timeout")
+        if isinstance(batch_max, bool) or not isinstance(batch_max, int) or batch_max < 0:
+            raise InvalidRequest(
+                f"batch_max must be a whole number >= 0 (0 or 1: no batching), got {batch_max!r}", field="batch_max"
+            )
         try:
             port = parts.port
         except ValueError:
@@ -231,6 +309,12 @@ class HttpRemoteProvider:
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._pool = _Pool(parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80))
+        self.batch_max = batch_max
+        # Coalescing retains: one lock and one condition for all of its state.
+        self._retains = threading.Condition(threading.Lock())
+        self._retaining = False  # a retain request of this client is in flight
+        self._queue: deque[_Pending] = deque()
+        self._batch_route = True  # False once the service answered 404/405 for /v1/retain/batch
 
     # -- transport ---------------------------------------------------------------
 
@@ -262,7 +346,9 @@ class HttpRemoteProvider:
             self._pool.release(conn)
         return response.status, data
 
-    def _attempt(self, verb: str, path: str, body: bytes, remaining: float, idempotent: bool) -> Any:
+    def _attempt(
+        self, verb: str, path: str, body: bytes, remaining: float, idempotent: bool, batch: bool = False
+    ) -> Any:
         where = self._where(verb)
         try:
             status, data = self._send("POST", path, body, remaining)
@@ -283,6 +369,8 @@ class HttpRemoteProvider:
                 return json.loads(data)
             except ValueError as exc:
                 raise UpstreamError(f"{where} answered 200 with a body that is not JSON") from exc
+        if batch and status in _BATCH_REFUSED:
+            raise _BatchRefused(status)
         try:
             answer: object = json.loads(data)
         except ValueError:
@@ -292,7 +380,7 @@ class HttpRemoteProvider:
             raise _Retry(decoded)
         raise decoded
 
-    def _post(self, verb: str, path: str, payload: Any, *, idempotent: bool) -> Any:
+    def _post(self, verb: str, path: str, payload: Any, *, idempotent: bool, batch: bool = False) -> Any:
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         deadline = time.monotonic() + self.timeout
         backoff = _BACKOFF_FIRST
@@ -301,7 +389,7 @@ class HttpRemoteProvider:
             if remaining <= 0:
                 raise UpstreamTimeout(f"{self._where(verb)} did not answer within {self.timeout:g} s")
             try:
-                return self._attempt(verb, path, body, remaining, idempotent)
+                return self._attempt(verb, path, body, remaining, idempotent, batch)
             except _Retry as retry:
                 if time.monotonic() + backoff >= deadline:
                     raise retry.error from retry.__cause__
@@ -323,7 +411,132 @@ class HttpRemoteProvider:
 
     @hookimpl
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        if self.batch_max <= 1 or not self._batch_route:
+            return self._retain_one(request)
+        me = _Pending(request)
+        with self._retains:
+            if self._retaining:
+                me.deadline = time.monotonic() + 2 * self.timeout + _HAND_OVER
+                self._queue.append(me)
+                self._await_turn(me)
+            else:
+                self._retaining = True
+                me.batch = [me]
+        if me.batch is not None:
+            self._send_turn(me.batch)
+        outcome = me.outcome
+        if isinstance(outcome, _SendAlone):
+            return self._retain_one(request)
+        if isinstance(outcome, MemvaultError):
+            raise outcome
+        assert isinstance(outcome, RetainResult)
+        return outcome
+
+    def _retain_one(self, request: RetainRequest) -> RetainResult:
         return self._call("retain", "/v1/retain", request, RetainResult, idempotent=request.mode is Mode.REPLACE)
+
+    def _await_turn(self, me: _Pending) -> None:
+        """Wait (holding the condition) until ``me`` has an outcome or is to send a batch, or its wait ends."""
+        while me.outcome is None and me.batch is None:
+            remaining = me.deadline - time.monotonic()
+            if remaining > 0:
+                self._retains.wait(remaining)
+                continue
+            where = self._where("retain")
+            if me.taken:
+                me.outcome = UpstreamTimeout(
+                    f"{where}: the batch carrying this retain did not answer within {self.timeout:g} s; "
+                    "it may or may not have been applied"
+                )
+            else:
+                self._queue.remove(me)
+                me.outcome = UpstreamTimeout(
+                    f"{where}: this retain waited {2 * self.timeout + _HAND_OVER:g} s for this client's retains "
+                    "before it and was not sent"
+                )
+
+    def _send_turn(self, batch: list[_Pending]) -> None:
+        """Send ``batch`` (the calling thread's own retain first), then hand the turn to the next queued."""
+        failure: BaseException | None = None
+        outcomes: list[_Outcome] = []
+        try:
+            if len(batch) == 1:
+                try:
+                    outcomes = [self._retain_one(batch[0].request)]
+                except MemvaultError as exc:
+                    outcomes = [exc]
+            else:
+                outcomes = self._send_batch(batch)
+        except BaseException as exc:
+            failure = exc
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt and the like: every waiter still gets an error below
+        finally:
+            self._hand_over(batch, outcomes, failure)
+
+    def _hand_over(self, batch: list[_Pending], outcomes: list[_Outcome], failure: BaseException | None) -> None:
+        """Every retain of ``batch`` gets its outcome; the queued ones become the next batch (or go alone).
+
+        A waiter that gave up (its wait ended) keeps the timeout it raised.
+        """
+        with self._retains:
+            for pending, outcome in zip(batch, outcomes, strict=False):
+                if pending.outcome is None:
+                    pending.outcome = outcome
+            for pending in batch:
+                if pending.outcome is None:
+                    reason = f"{type(failure).__name__}: {failure}" if failure is not None else "no answer"
+                    error = UpstreamError(f"{self._where('retain')}: sending the batch failed ({reason})")
+                    error.__cause__ = failure
+                    pending.outcome = error
+            if self._queue and not self._batch_route:
+                for pending in self._queue:
+                    pending.outcome = _ALONE
+                self._queue.clear()
+            if self._queue:
+                count = min(len(self._queue), self.batch_max)
+                taken = [self._queue.popleft() for _ in range(count)]
+                deadline = time.monotonic() + self.timeout + _HAND_OVER
+                for pending in taken:
+                    pending.taken = True
+                    pending.deadline = max(pending.deadline, deadline)
+                taken[0].batch = taken
+            else:
+                self._retaining = False
+            self._retains.notify_all()
+
+    def _send_batch(self, batch: list[_Pending]) -> list[_Outcome]:
+        """One ``POST /v1/retain/batch``: an outcome for each pending retain, in order."""
+        where = self._where("retain")
+        payload = {"items": [unstructure(pending.request) for pending in batch]}
+        idempotent = all(pending.request.mode is Mode.REPLACE for pending in batch)
+        try:
+            data = self._post("retain", "/v1/retain/batch", payload, idempotent=idempotent, batch=True)
+        except _BatchRefused as refused:
+            if refused.status in (404, 405):
+                self._batch_route = False  # an older service: every retain goes alone from now on
+            return [_ALONE for _ in batch]
+        except MemvaultError as exc:
+            return [exc if index == 0 else _clone(exc) for index in range(len(batch))]
+        results = data.get("results") if isinstance(data, dict) else None
+        if not isinstance(results, list) or len(results) != len(batch):
+            unreadable = f"{where} sent a batch answer memvault cannot read (not a list of {len(batch)} results)"
+            return [UpstreamError(unreadable) for _ in batch]
+        return [self._item_outcome(p.request, item, where) for p, item in zip(batch, results, strict=True)]
+
+    def _item_outcome(self, request: RetainRequest, item: object, where: str) -> _Outcome:
+        """One entry of a batch's ``results``: the result, or the error ``/v1/retain`` would have raised."""
+        if isinstance(item, dict) and "result" in item:
+            try:
+                return self._read("retain", item["result"], RetainResult)
+            except MemvaultError as exc:
+                return exc
+        status = item.get("status") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not isinstance(status, int) or isinstance(status, bool):
+            return UpstreamError(f"{where} sent a batch result memvault cannot read: {item!r}"[:300])
+        if request.mode is Mode.REPLACE and status in _RETRY_STATUS:
+            return _ALONE  # /v1/retain retries a replace after these: so does its own request
+        return decode_error(status, item, where)
 
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:

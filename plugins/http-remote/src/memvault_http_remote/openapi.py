@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from memvault.contract.models import MAX_QUERY_BYTES, MAX_QUERY_TERMS, MAX_RECALL_LIMIT, MAX_SNIPPET_CHARS, Tier
 from memvault_http_remote.errorwire import SERVICE_ERROR, WIRE_TYPES, wire_fields
+from memvault_http_remote.settings import ServerSettings
 
 __all__ = ["openapi_document"]
 
@@ -47,6 +48,7 @@ _TIERS: Final = [t.value for t in Tier]
 _AGENT_TIERS: Final = [t.value for t in Tier if t.is_agent_tier]
 _PLAIN_AGENT_TIERS: Final = [t for t in _AGENT_TIERS if t not in (Tier.DAILY.value, Tier.PEERS.value)]
 _TIME: Final = {"type": "string", "format": "date-time"}
+DEFAULT_MAX_BATCH_ITEMS: Final[int] = ServerSettings().max_batch_items
 # "A non-space character" as the core means it (str.strip / str.isspace), spelled out:
 # \S differs between Python and ECMA-262 readings.
 _NON_SPACE: Final = "[^" + "".join(f"\\u{i:04x}" for i in range(0x3001) if chr(i).isspace()) + "]"
@@ -126,8 +128,8 @@ def _json_type(hint: Any) -> dict[str, Any]:
     return {"type": "string"}
 
 
-def _error_schema() -> dict[str, Any]:
-    """The error body, derived from the codec: every class and every attribute it carries."""
+def _error_body() -> dict[str, Any]:
+    """The ``error`` object of an error body, derived from the codec: every class and every attribute it carries."""
     properties: dict[str, Any] = {
         "type": {
             "type": "string",
@@ -142,8 +144,10 @@ def _error_schema() -> dict[str, Any]:
         for name in fields:
             entry = properties.setdefault(name, {**_json_type(hints.get(name)), "description": ""})
             entry["description"] = ", ".join(filter(None, [entry["description"], cls.__name__]))
-    body = {"type": "object", "properties": properties, "required": ["type", "message"], "additionalProperties": False}
-    return _obj({"error": body}, ["error"], "Every non-2xx answer of the service.")
+    return {"type": "object", "properties": properties, "required": ["type", "message"], "additionalProperties": False}
+
+
+_ERROR_BODY: Final = _error_body()
 
 
 _SCHEMAS: Final[dict[str, Any]] = {
@@ -167,6 +171,54 @@ _SCHEMAS: Final[dict[str, Any]] = {
     "RetainResult": _obj(
         {"id": {"type": "string"}, "bytes": {"type": "integer", "minimum": 0}, "warning": {"type": "string"}},
         ["id", "bytes", "warning"],
+    ),
+    "RetainBatchRequest": _obj(
+        {
+            "items": {
+                "type": "array",
+                "items": {
+                    "anyOf": [
+                        {"$ref": "#/components/schemas/RetainRequest"},
+                        {"description": "anything else is answered too: that item alone fails, with its 400"},
+                    ]
+                },
+                "minItems": 1,
+                "maxItems": DEFAULT_MAX_BATCH_ITEMS,
+                "description": f"1 to server.max_batch_items ({DEFAULT_MAX_BATCH_ITEMS} by default) retain requests, "
+                "retained in order; each counts as one request against the caller's concurrency bound",
+            }
+        },
+        ["items"],
+        "Several retains in one call (contract P34): each item is checked and retained as by /v1/retain and "
+        "fails alone.",
+    ),
+    "RetainBatchResult": _obj(
+        {
+            "results": {
+                "type": "array",
+                "items": {
+                    "oneOf": [
+                        _obj(
+                            {"result": {"$ref": "#/components/schemas/RetainResult"}}, ["result"], "the item's result"
+                        ),
+                        _obj(
+                            {
+                                "status": {
+                                    "type": "integer",
+                                    "enum": [400, 403, 409, 422, 500, 502, 504],
+                                    "description": "the status /v1/retain would have answered for this item",
+                                },
+                                "error": _ERROR_BODY,
+                            },
+                            ["status", "error"],
+                            "the item's error: the body /v1/retain would have answered for it, with its status",
+                        ),
+                    ]
+                },
+            }
+        },
+        ["results"],
+        "One outcome per item, in the items' order.",
     ),
     "RecallRequest": {
         **_obj(
@@ -373,7 +425,7 @@ _SCHEMAS: Final[dict[str, Any]] = {
         {"record": {"oneOf": [{"$ref": "#/components/schemas/QuarantineRecord"}, {"type": "null"}]}},
         ["record"],
     ),
-    "Error": _error_schema(),
+    "Error": _obj({"error": _ERROR_BODY}, ["error"], "Every non-2xx answer of the service."),
 }
 
 _ERROR_TEXT: Final = {
@@ -387,13 +439,15 @@ _ERROR_TEXT: Final = {
     "500": "ServiceError/UpstreamError: a bug in the provider or the service",
     "502": "UpstreamError: the provider's storage failed",
     "503": "UpstreamError: too many requests in flight (in total, for this token, or without a token); retry shortly",
+    "503-batch": "UpstreamError: too many requests in flight (in total, for this token, or without a token), a "
+    "batch's items each counting as one; retry shortly, or send fewer items per batch",
     "504": "UpstreamTimeout: the provider did not answer within the request timeout",
 }
 
 
-def _error(status: str) -> dict[str, Any]:
+def _error(status: str, text: str = "") -> dict[str, Any]:
     return {
-        "description": _ERROR_TEXT[status],
+        "description": _ERROR_TEXT[text or status],
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
     }
 
@@ -434,6 +488,13 @@ def _build() -> dict[str, Any]:
         "paths": {
             "/v1/retain": _post(
                 "retain", "Store content in one document", "RetainRequest", "RetainResult", [*_COMMON, "409", "422"]
+            ),
+            "/v1/retain/batch": _post(
+                "retain_batch",
+                "Store several retains in order, one outcome each (per-item errors answer 200)",
+                "RetainBatchRequest",
+                "RetainBatchResult",
+                [s for s in _COMMON if s != "403"],
             ),
             "/v1/recall": _post(
                 "recall", "Search for lines matching a query", "RecallRequest", "RecallResult", [*_COMMON, "422"]
@@ -508,9 +569,14 @@ def _build() -> dict[str, Any]:
     }
 
 
+def _with_batch_503(document: dict[str, Any]) -> dict[str, Any]:
+    document["paths"]["/v1/retain/batch"]["post"]["responses"]["503"] = _error("503", "503-batch")
+    return document
+
+
 def openapi_document() -> dict[str, Any]:
     """A fresh copy of the document (callers may mutate it)."""
     return copy.deepcopy(_DOCUMENT)
 
 
-_DOCUMENT: Final = _build()
+_DOCUMENT: Final = _with_batch_503(_build())

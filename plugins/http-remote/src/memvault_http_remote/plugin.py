@@ -38,7 +38,7 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         HttpRemoteProvider,
         capabilities=CAPABILITIES,
         scratch=None,  # a scratch instance would need a server: pass --option url=... --option token=...
-        description="client of a `memvault serve` service over HTTP (settings: url, token, timeout)",
+        description="client of a `memvault serve` service over HTTP (settings: url, token, timeout, batch_max)",
     )
 
 

@@ -12,6 +12,7 @@
     max_concurrent = 64               # requests in flight in total; 503 past it
     max_per_token = 16                # requests in flight per token (per peer without tokens); 503 past it
     max_unauthenticated = 8           # requests in flight without a valid token; 503 past it
+    max_batch_items = 64              # retains per POST /v1/retain/batch (each counts as a request); 400 past it
     health_interval = 1.0             # seconds one health probe answers every /v1/health
     health_timeout = 5.0              # a probe running longer than this reports ok: false
     health_rate = 50.0                # health answers per second at most (callers wait their turn, <= 0.25 s)
@@ -124,6 +125,7 @@ class ServerSettings:
     max_concurrent: int = field(default=64, validator=_positive)
     max_per_token: int = field(default=16, validator=_positive)
     max_unauthenticated: int = field(default=8, validator=_positive)
+    max_batch_items: int = field(default=64, validator=_positive)
     health_interval: float = field(default=1.0, validator=_positive)
     health_timeout: float = field(default=5.0, validator=_positive)
     health_rate: float = field(default=50.0, validator=_positive)
