@@ -20,7 +20,7 @@ from memvault.hooks.markers import hookimpl
 from memvault.providers.memory import MemoryProvider
 from memvault.registry import get_registry
 from memvault_http_remote.app import create_app
-from memvault_http_remote.client import HttpRemoteProvider
+from memvault_http_remote.client import DEFAULT_BATCH_MAX, HttpRemoteProvider
 from memvault_http_remote.settings import ServerSettings
 
 THREADS = 16
@@ -104,7 +104,7 @@ def test_sixteen_threads_appending_to_one_document_share_requests(service: Serve
     assert len(requests) < appends / 2, requests
     batches = [items for path, _, items in requests if path == "/v1/retain/batch"]
     assert batches
-    assert max(batches) <= 8  # the client's default batch_max
+    assert max(batches) <= DEFAULT_BATCH_MAX
 
 
 def test_batch_max_1_sends_every_retain_alone(service: ServerProcess) -> None:
@@ -115,6 +115,33 @@ def test_batch_max_1_sends_every_retain_alone(service: ServerProcess) -> None:
     time.sleep(0.3)
     requests = _requests_logged(service.stderr_lines[logged_before:])
     assert [path for path, _, _ in requests] == ["/v1/retain"] * 8
+
+
+def test_a_lone_writer_never_waits_for_a_batch_to_fill(service: ServerProcess) -> None:
+    """One thread appending in a loop: each retain goes out alone at once, as with batching off.
+
+    (A batch that follows another waits up to 1 ms for the threads that one answered; an answered
+    single retain must not make the next one wait.) Timed against a client with batching off,
+    call by call in the same loop, so machine noise hits both alike.
+    """
+    logged_before = len(service.stderr_lines)
+    batching = memvault.open("http-remote", url=service.url, token=PARITY_TOKEN)
+    plain = memvault.open("http-remote", url=service.url, token=PARITY_TOKEN, batch_max=1)
+    timed: dict[str, list[float]] = {"batching": [], "plain": []}
+    try:
+        for i in range(120):
+            for name, vault in (("batching", batching), ("plain", plain)):
+                started = time.perf_counter()
+                vault.retain(_append("parity-batching-lone", f"{name} {i}\n", agent=name))
+                timed[name].append(time.perf_counter() - started)
+    finally:
+        batching.close()
+        plain.close()
+    time.sleep(0.3)
+    requests = _requests_logged(service.stderr_lines[logged_before:])
+    assert [path for path, _, _ in requests] == ["/v1/retain"] * 240
+    median = {name: sorted(values)[len(values) // 2] for name, values in timed.items()}
+    assert median["batching"] < median["plain"] + 0.0005, median
 
 
 def test_batch_max_is_validated() -> None:

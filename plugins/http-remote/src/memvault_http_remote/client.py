@@ -23,14 +23,18 @@ Retries, all inside the one ``timeout`` budget, with exponential backoff:
   have happened, and only the caller can decide whether to read back and retry.
 * health makes a single attempt under its own deadline (below 1000 ms).
 
-Coalescing appends (``batch_max``, default 8; 0 or 1 turns it off): a retain
+Coalescing appends (``batch_max``, default 12; 0 or 1 turns it off): a retain
 that finds no other retain of this client in flight goes out alone to
 ``/v1/retain``, at once. One that finds one in flight waits in a queue; when the
 request in flight returns, the first waiting thread sends everything queued (up
 to ``batch_max``) as one ``POST /v1/retain/batch`` and every thread gets its own
 result or raises its own typed error, rebuilt as for ``/v1/retain``. So at most
 one retain request per client is in flight, and the service commits a batch in
-one transaction (contract P34). A batch is retried as a single retain is
+one transaction (contract P34). The thread that sends a batch as another one
+answers waits up to ``_LINGER`` (1 ms) for the threads that one answered, in
+case they come straight back with their next retain: the batch then goes out
+full instead of alternating full and nearly empty ones. A retain that finds
+nothing in flight and no batch answered within that millisecond never waits. A batch is retried as a single retain is
 (connection failures when every item is a replace; never after an append may
 have been applied). A batch the service refuses as a whole before running it
 (404 or 405 from a service without the route, remembered for the client's
@@ -88,10 +92,12 @@ _MAX_IDLE: Final = 32
 #: An idle connection older than this is not reused (uvicorn closes idle ones after 5 s).
 _KEEPALIVE: Final = 4.0
 #: Retains a client sends in one ``/v1/retain/batch`` by default.
-DEFAULT_BATCH_MAX: Final = 8
+DEFAULT_BATCH_MAX: Final = 12
 #: Statuses that refuse a whole batch before anything of it ran: its items go out alone instead.
 #: 404/405: a service without the route; 400: the batch's form (too many items); 413: too large; 503: the gate.
 _BATCH_REFUSED: Final = frozenset({400, 404, 405, 413, 503})
+#: The longest a handed-over batch waits to fill up before it goes (seconds).
+_LINGER: Final = 0.001
 #: Slack over a batch's ``timeout`` for the threads waiting on it (hand-over and scheduling).
 _HAND_OVER: Final = 1.0
 
@@ -129,10 +135,13 @@ class _Pending:
     Every field but ``request`` is read and written under the provider's condition's lock.
     """
 
-    __slots__ = ("batch", "deadline", "outcome", "request", "taken")
+    __slots__ = ("batch", "deadline", "led", "outcome", "request", "taken", "wake")
 
-    def __init__(self, request: RetainRequest) -> None:
+    def __init__(self, request: RetainRequest, lock: threading.Lock) -> None:
         self.request = request
+        #: Notified (under ``lock``, the provider's) when this thread has an outcome or is to send: waking
+        #: only the threads concerned, not every queued one, keeps the hand-over short.
+        self.wake = threading.Condition(lock)
         #: ``None`` until decided: a result, the error to raise, or :data:`_ALONE`.
         self.outcome: _Outcome | None = None
         #: Set on the one thread that sends: the pending retains it sends (itself first).
@@ -141,6 +150,8 @@ class _Pending:
         self.deadline = 0.0
         #: Whether a batch carries it (it may have been sent).
         self.taken = False
+        #: How many retains its batch may wait for (see ``_fill``); 0: it goes at once.
+        self.led = 0
 
 
 def _clone(exc: MemvaultError) -> MemvaultError:
@@ -311,10 +322,15 @@ class HttpRemoteProvider:
         self._pool = _Pool(parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80))
         self.batch_max = batch_max
         # Coalescing retains: one lock and one condition for all of its state.
-        self._retains = threading.Condition(threading.Lock())
+        self._retains_lock = threading.Lock()
+        self._retains = threading.Condition(self._retains_lock)
         self._retaining = False  # a retain request of this client is in flight
         self._queue: deque[_Pending] = deque()
-        self._batch_route = True  # False once the service answered 404/405 for /v1/retain/batch
+        self._batch_route = True
+        #: The sender waiting for its batch to fill, and how many it waits for (see _fill).
+        self._filling: tuple[_Pending, int] | None = None
+        #: When the last batch answered with nothing queued behind it, and how many threads it answered.
+        self._answered: tuple[float, int] = (0.0, 0)  # False once the service answered 404/405 for /v1/retain/batch
 
     # -- transport ---------------------------------------------------------------
 
@@ -413,16 +429,25 @@ class HttpRemoteProvider:
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
         if self.batch_max <= 1 or not self._batch_route:
             return self._retain_one(request)
-        me = _Pending(request)
+        me = _Pending(request, self._retains_lock)
         with self._retains:
             if self._retaining:
                 me.deadline = time.monotonic() + 2 * self.timeout + _HAND_OVER
                 self._queue.append(me)
+                filling = self._filling
+                if filling is not None and len(filling[0].batch or ()) + len(self._queue) >= filling[1]:
+                    filling[0].wake.notify()
                 self._await_turn(me)
             else:
                 self._retaining = True
                 me.batch = [me]
+                at, answered = self._answered
+                if answered > 1 and time.monotonic() - at < _LINGER:
+                    # The threads of a batch that just answered are coming back: go out with them.
+                    me.led = min(answered, self.batch_max)
         if me.batch is not None:
+            if me.led > len(me.batch):
+                self._fill(me.batch, me.led)
             self._send_turn(me.batch)
         outcome = me.outcome
         if isinstance(outcome, _SendAlone):
@@ -440,7 +465,7 @@ class HttpRemoteProvider:
         while me.outcome is None and me.batch is None:
             remaining = me.deadline - time.monotonic()
             if remaining > 0:
-                self._retains.wait(remaining)
+                me.wake.wait(remaining)
                 continue
             where = self._where("retain")
             if me.taken:
@@ -454,6 +479,27 @@ class HttpRemoteProvider:
                     f"{where}: this retain waited {2 * self.timeout + _HAND_OVER:g} s for this client's retains "
                     "before it and was not sent"
                 )
+
+    def _fill(self, batch: list[_Pending], target: int) -> None:
+        """Wait up to ``_LINGER`` for the queue to bring ``batch`` to ``target`` retains (the threads the
+        last batch answered are on their way back), then take what is queued: fewer, fuller batches."""
+        deadline = time.monotonic() + _LINGER
+        leader = batch[0]
+        with self._retains:
+            while len(batch) + len(self._queue) < target:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._filling = (leader, target)
+                leader.wake.wait(remaining)
+            self._filling = None
+            if self._queue and len(batch) < self.batch_max:
+                until = time.monotonic() + self.timeout + _HAND_OVER
+                while self._queue and len(batch) < self.batch_max:
+                    pending = self._queue.popleft()
+                    pending.taken = True
+                    pending.deadline = max(pending.deadline, until)
+                    batch.append(pending)
 
     def _send_turn(self, batch: list[_Pending]) -> None:
         """Send ``batch`` (the calling thread's own retain first), then hand the turn to the next queued."""
@@ -480,6 +526,7 @@ class HttpRemoteProvider:
         A waiter that gave up (its wait ended) keeps the timeout it raised.
         """
         with self._retains:
+            woken = list(batch)
             for pending, outcome in zip(batch, outcomes, strict=False):
                 if pending.outcome is None:
                     pending.outcome = outcome
@@ -492,6 +539,7 @@ class HttpRemoteProvider:
             if self._queue and not self._batch_route:
                 for pending in self._queue:
                     pending.outcome = _ALONE
+                woken.extend(self._queue)
                 self._queue.clear()
             if self._queue:
                 count = min(len(self._queue), self.batch_max)
@@ -501,9 +549,14 @@ class HttpRemoteProvider:
                     pending.taken = True
                     pending.deadline = max(pending.deadline, deadline)
                 taken[0].batch = taken
+                # The threads answered now may come back for this batch too.
+                taken[0].led = min(self.batch_max, len(taken) + len(batch))
+                woken.append(taken[0])
             else:
                 self._retaining = False
-            self._retains.notify_all()
+                self._answered = (time.monotonic(), len(batch))
+            for pending in woken:
+                pending.wake.notify()
 
     def _send_batch(self, batch: list[_Pending]) -> list[_Outcome]:
         """One ``POST /v1/retain/batch``: an outcome for each pending retain, in order."""
