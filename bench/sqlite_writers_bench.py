@@ -5,7 +5,10 @@ one temporary directory and the same vault settings (sqlite, default scanner):
 
 * ``in-process``: the threads call one ``Vault`` on the sqlite file (the baseline);
 * ``service``: the threads call one ``http-remote`` client of ``memvault serve``
-  on another file (the service calls its provider from worker threads);
+  on another file (the client sends the retains its threads make while one is
+  in flight as one batch; the service runs a batch as one ``retain_many``);
+* ``service, batch_max=1``: the same service through a client that sends every
+  retain alone (the service before batching), as the baseline of the batching;
 
 each with two shapes: ``distinct`` (every thread its own agent's daily
 document) and ``shared`` (all threads append to one daily document). A daily
@@ -14,7 +17,7 @@ document moves to the next date every 400 appends, so no run reaches the
 
 Reported per run: appends per second, per-call p50, p99 and max, p99/p50, and
 the service's rate against the in-process rate measured in the same run. The
-runs alternate (in-process, service) per shape, ``--rounds`` times; the table
+runs alternate (in-process, service, service with batch_max=1) per shape, ``--rounds`` times; the table
 gives the median of each figure over the rounds.
 
     python bench/sqlite_writers_bench.py [--threads 16] [--seconds 5] [--rounds 3] [--out FILE]
@@ -148,15 +151,18 @@ def main() -> None:
         local = memvault.open("sqlite", path=str(local_db))
         proc, url = start_server(root, served_db)
         remote = memvault.open("http-remote", url=url, token=TOKEN, scanner="off")
+        # The same service through a client that sends every retain alone: the service before batching.
+        unbatched = memvault.open("http-remote", url=url, token=TOKEN, scanner="off", batch_max=1)
         try:
             paths: dict[str, tuple[memvault.Vault, Path]] = {
                 "in-process": (local, local_db),
                 "service": (remote, served_db),
+                "service, batch_max=1": (unbatched, served_db),
             }
             for r in range(args.rounds):
                 for shape in ("distinct", "shared"):
                     for path, (vault, db) in paths.items():
-                        tag = f"r{r}-{shape}-{path}"
+                        tag = f"r{r}-{shape}-{path.replace('service, batch_max=1', 'single')}"
                         load = Load(vault, shape, args.threads, tag)
                         load.run(args.warmup)
                         before = lines_in(db, tag)
@@ -174,13 +180,14 @@ def main() -> None:
                             (rate, p50, pct(times, 0.99), max(times), failed, cpu_ms)
                         )
                         print(
-                            f"round {r} {shape:8} {path:10} {rate:6.0f}/s p50 {p50:7.2f} ms "
+                            f"round {r} {shape:8} {path:20} {rate:6.0f}/s p50 {p50:7.2f} ms "
                             f"p99 {pct(times, 0.99):8.2f} ms max {max(times):8.2f} ms failed {failed} "
                             f"CPU {cpu_ms:.2f} ms/append",
                             flush=True,
                         )
         finally:
             remote.close()
+            unbatched.close()
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
             local.close()
@@ -196,7 +203,7 @@ def main() -> None:
     verdicts = []
     for shape in ("distinct", "shared"):
         base = med(shape, "in-process", 0)
-        for path in ("in-process", "service"):
+        for path in ("in-process", "service", "service, batch_max=1"):
             rate, p50, p99, mx = (med(shape, path, i) for i in range(4))
             failed = sum(x[4] for x in rows[(shape, path)])
             table.append(
@@ -207,7 +214,7 @@ def main() -> None:
                 f"{shape}, {path}: p99/p50 {p99 / p50:.1f}x ({'met' if p99 <= 10 * p50 else 'NOT met'})"
                 + (
                     f"; rate {rate / base:.2f}x in-process ({'met' if rate >= 0.8 * base else 'NOT met'})"
-                    if path == "service"
+                    if path.startswith("service")
                     else ""
                 )
             )
@@ -221,7 +228,8 @@ def main() -> None:
             f"{args.threads} threads appending for {args.seconds:g} s (after {args.warmup:g} s of warm-up) per run; "
             f"{args.rounds} rounds, in-process and service runs alternating; medians over the rounds. "
             "Default settings (`synchronous = full`, builtin scanner); the service is one `memvault serve` process "
-            "on loopback, the client one shared `http-remote` vault. CPU ms/append: this process's CPU plus "
+            "on loopback, the client one shared `http-remote` vault (default `batch_max`, and `batch_max = 1`: "
+            "every retain alone, the service before batching). CPU ms/append: this process's CPU plus "
             "the server's (service runs), per acknowledged append, both sides on the same 2 cores.",
             "",
             *table,

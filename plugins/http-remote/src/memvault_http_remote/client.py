@@ -23,7 +23,7 @@ Retries, all inside the one ``timeout`` budget, with exponential backoff:
   have happened, and only the caller can decide whether to read back and retry.
 * health makes a single attempt under its own deadline (below 1000 ms).
 
-Coalescing appends (``batch_max``, default 12; 0 or 1 turns it off): a retain
+Coalescing appends (``batch_max``, default 14; 0 or 1 turns it off): a retain
 that finds no other retain of this client in flight goes out alone to
 ``/v1/retain``, at once. One that finds one in flight waits in a queue; when the
 request in flight returns, the first waiting thread sends everything queued (up
@@ -92,7 +92,7 @@ _MAX_IDLE: Final = 32
 #: An idle connection older than this is not reused (uvicorn closes idle ones after 5 s).
 _KEEPALIVE: Final = 4.0
 #: Retains a client sends in one ``/v1/retain/batch`` by default.
-DEFAULT_BATCH_MAX: Final = 12
+DEFAULT_BATCH_MAX: Final = 14
 #: Statuses that refuse a whole batch before anything of it ran: its items go out alone instead.
 #: 404/405: a service without the route; 400: the batch's form (too many items); 413: too large; 503: the gate.
 _BATCH_REFUSED: Final = frozenset({400, 404, 405, 413, 503})
