@@ -33,7 +33,7 @@ _GROUPS = (
         "Provider verbs (a vault's plugin manager)",
         ("memvault_retain", "memvault_recall", "memvault_read", "memvault_forget", "memvault_health"),
     ),
-    ("Write groups (optional: `Vault.retain_many` commits many retains at once)", ("memvault_write_group",)),
+    ("Many retains at once (optional: `Vault.retain_many`)", ("memvault_write_group", "memvault_retain_many")),
     ("Enumeration (providers with the `list_documents` capability)", ("memvault_list_documents",)),
     ("Quarantine (providers with the `quarantine` capability)", ("memvault_quarantine_",)),
     ("Lifecycle (per slot)", ("memvault_recall_", "memvault_capture_", "memvault_tools")),

@@ -156,3 +156,66 @@ def test_p34_a_generator_of_requests_is_read_once() -> None:
         outcomes = vault.retain_many(req(f"{i}\n") for i in range(3))  # type: ignore[arg-type]
         assert len(outcomes) == 3
         assert body(vault) == "0\n1\n2\n"
+
+
+class _AtOnce(_Journal):
+    """A provider that takes a whole list in one call (as a remote client sends one request)."""
+
+    def __init__(self, answer: Any = None) -> None:
+        super().__init__()
+        self.lists: list[int] = []
+        self.answer = answer
+
+    @memvault.hookimpl
+    def memvault_retain_many(
+        self, requests: list[memvault.RetainRequest]
+    ) -> list[memvault.RetainResult | memvault.MemvaultError]:
+        self.lists.append(len(requests))
+        if self.answer is not None:
+            return self.answer  # type: ignore[no-any-return]
+        outcomes: list[memvault.RetainResult | memvault.MemvaultError] = []
+        for request in requests:
+            try:
+                outcomes.append(self.memvault_retain(request))
+            except memvault.MemvaultError as exc:
+                outcomes.append(exc)
+        return outcomes
+
+
+def test_p34_a_provider_that_takes_a_list_gets_it_in_lists_of_group_size() -> None:
+    provider = _AtOnce()
+    vault = memvault.Vault(provider, name="at-once")
+    outcomes = vault.retain_many([req("bad") if i == 3 else req(f"{i}\n") for i in range(GROUP_SIZE + 6)])
+    assert provider.lists == [GROUP_SIZE, 6]
+    assert isinstance(outcomes[3], InvalidRequest)
+    assert sum(isinstance(o, memvault.RetainResult) for o in outcomes) == GROUP_SIZE + 5
+
+
+class _WrapsRetain:
+    """A cross-cutting plugin (an audit log) that must see every retain."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @memvault.hookimpl(wrapper=True)
+    def memvault_retain(self, request: memvault.RetainRequest) -> Any:
+        self.seen.append(request.content)
+        return (yield)
+
+
+def test_p34_a_list_goes_one_by_one_when_a_plugin_wraps_retain() -> None:
+    provider = _AtOnce()
+    audit = _WrapsRetain()
+    vault = memvault.Vault(provider, name="at-once", plugins=[audit])
+    outcomes = vault.retain_many([req("a\n"), req("b\n")])
+    assert provider.lists == []  # the list hook would have bypassed the audit plugin
+    assert audit.seen == ["a\n", "b\n"]
+    assert all(isinstance(o, memvault.RetainResult) for o in outcomes)
+
+
+@pytest.mark.parametrize("answer", [[], {"results": []}, ["not an outcome", "x"]])
+def test_p34_a_list_answer_of_the_wrong_shape_is_a_plugin_error_for_each_request(answer: Any) -> None:
+    vault = memvault.Vault(_AtOnce(answer=answer), name="at-once")
+    outcomes = vault.retain_many([req("a\n"), req("b\n")])
+    assert [type(o) for o in outcomes] == [memvault.PluginError, memvault.PluginError]
+    assert "at-once" in str(outcomes[0])

@@ -414,3 +414,24 @@ def _raised(client: memvault.Vault, request: RetainRequest) -> Any:
         return client.retain(request)
     except Exception as exc:  # noqa: BLE001 - the test inspects it
         return exc
+
+
+def test_retain_many_goes_out_in_batches_of_batch_max(service: ServerProcess) -> None:
+    """Vault.retain_many through the client: the list in order, batch_max items per request."""
+    logged_before = len(service.stderr_lines)
+    workspace = "parity-batching-many"
+    requests = [_append(workspace, f"line {i:02d}\n", tier="daily", key=DAY) for i in range(30)]
+    requests[20] = _append(workspace, "x" * 1600, tier="PERSONA")  # over PERSONA's 1,500-byte cap: fails alone
+    with memvault.open("http-remote", url=service.url, token=PARITY_TOKEN, batch_max=12) as vault:
+        outcomes = vault.retain_many(requests)
+        body = vault.read(memvault.ReadRequest(workspace_id=workspace, agent_id="a1", tier="daily", key=DAY)).content
+    assert isinstance(outcomes[20], CapExceeded)
+    assert all(isinstance(o, RetainResult) for i, o in enumerate(outcomes) if i != 20)
+    assert body == "".join(f"line {i:02d}\n" for i in range(30) if i != 20)
+    time.sleep(0.3)
+    requests_logged = _requests_logged(service.stderr_lines[logged_before:])
+    assert [(path, items) for path, _, items in requests_logged if path.startswith("/v1/retain")] == [
+        ("/v1/retain/batch", 12),
+        ("/v1/retain/batch", 12),
+        ("/v1/retain/batch", 6),
+    ]

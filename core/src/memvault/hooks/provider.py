@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
+from memvault.contract.errors import MemvaultError
 from memvault.contract.models import (
     ForgetRequest,
     ForgetResult,
@@ -59,6 +60,24 @@ def memvault_write_group() -> AbstractContextManager[None] | None:
     A provider without this hook loses nothing: each retain then commits alone.
 
     :return: the group, entered once per call.
+    """
+
+
+@hookspec(firstresult=True)
+def memvault_retain_many(requests: list[RetainRequest]) -> list[RetainResult | MemvaultError] | None:
+    """Retain a list at once, one outcome per request, in order (contract P34; optional).
+
+    For a provider that can send a whole list in one round trip (the
+    ``http-remote`` client). :meth:`memvault.Vault.retain_many` calls it only
+    when no other plugin implements or wraps ``memvault_retain`` on that
+    vault (a scanner, an audit plugin): they must see every retain, so with
+    one present the vault runs the requests one by one instead. The outcomes
+    follow ``retain_many``'s rules: each request's :class:`RetainResult` or
+    the memvault error ``retain`` would have raised for it, in order, a later
+    request seeing the earlier ones, every success durable on return.
+
+    :param requests: validated requests, at most 64.
+    :return: one outcome per request.
     """
 
 

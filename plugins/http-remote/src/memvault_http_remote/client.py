@@ -457,6 +457,25 @@ class HttpRemoteProvider:
         assert isinstance(outcome, RetainResult)
         return outcome
 
+    @hookimpl
+    def memvault_retain_many(self, requests: list[RetainRequest]) -> list[RetainResult | MemvaultError]:
+        """``Vault.retain_many``: the list in order, ``batch_max`` retains per ``POST /v1/retain/batch``."""
+        outcomes: list[RetainResult | MemvaultError] = []
+        size = max(1, self.batch_max)
+        for start in range(0, len(requests), size):
+            chunk = requests[start : start + size]
+            sent: list[_Outcome] = [_ALONE] * len(chunk)
+            if len(chunk) > 1 and self._batch_route:
+                sent = self._send_batch([_Pending(request, self._retains_lock) for request in chunk])
+            for request, outcome in zip(chunk, sent, strict=True):
+                if isinstance(outcome, _SendAlone):
+                    try:
+                        outcome = self._retain_one(request)
+                    except MemvaultError as exc:
+                        outcome = exc
+                outcomes.append(outcome)
+        return outcomes
+
     def _retain_one(self, request: RetainRequest) -> RetainResult:
         return self._call("retain", "/v1/retain", request, RetainResult, idempotent=request.mode is Mode.REPLACE)
 
