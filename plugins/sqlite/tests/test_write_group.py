@@ -193,3 +193,36 @@ def test_a_pending_erasure_is_finished_after_the_group(db_path: Path) -> None:
         assert time.monotonic() - started < 0.5
         assert all(isinstance(o, memvault.RetainResult) for o in outcomes)
         assert vault.health().pending_erasures == 0
+
+
+class ForgetsInsideRetain:
+    """A plugin that (wrongly) forgets a document from inside a retain."""
+
+    def __init__(self) -> None:
+        self.vault: memvault.Vault | None = None
+        self.errors: list[Exception] = []
+
+    @memvault.hookimpl(wrapper=True)
+    def memvault_retain(self, request: memvault.RetainRequest) -> Generator[None, Any, Any]:
+        result = yield
+        assert self.vault is not None
+        try:
+            self.vault.forget(memvault.ForgetRequest(workspace_id="w1", agent_id="gone", id="pins.md"))
+        except memvault.MemvaultError as exc:
+            self.errors.append(exc)
+        return result
+
+
+def test_another_write_inside_a_group_fails_clearly_instead_of_waiting_forever(db_path: Path) -> None:
+    plugin = ForgetsInsideRetain()
+    with memvault.open("sqlite", path=str(db_path), scanner="off", timeout=5, plugins=[plugin]) as vault:
+        plugin.vault = vault
+        started = time.monotonic()
+        outcomes = vault.retain_many([req("a1", "one\n"), req("a2", "two\n")])
+        assert time.monotonic() - started < 2
+        assert all(isinstance(o, memvault.RetainResult) for o in outcomes)
+        assert len(plugin.errors) == 2
+        assert all("inside a write group" in str(e) for e in plugin.errors)
+        vault.retain(req("a3", "alone\n"))  # outside a group the same forget runs
+        assert len(plugin.errors) == 2
+        assert body(vault, "a1") == "one\n"

@@ -283,6 +283,12 @@ class Database:
     @contextmanager
     def writer(self, verb: str = "write") -> Iterator[None]:
         """Hold this process's writer turn for the file (FIFO; see :class:`WriterQueue`)."""
+        if getattr(self._local, "group", None) is not None:
+            # This thread's write group holds the turn: waiting for it here would wait forever.
+            raise UpstreamError(
+                f"sqlite database {self.path}: {verb} cannot run inside a write group (Vault.retain_many "
+                "runs only retains in it): call it before or after retain_many"
+            )
         if not self._writers.acquire(self.timeout):
             raise UpstreamError(
                 f"sqlite database {self.path} stayed locked for more than {self.timeout:g} s during {verb} "
