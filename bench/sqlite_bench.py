@@ -60,14 +60,20 @@ def ms(value: float) -> str:
 # -- 1. retain rate ------------------------------------------------------------
 
 
-def retain_rate(tmp: Path, n: int = 400, synchronous: str = "full") -> dict[str, float]:
-    """Provider retains and raw inserts, alternated one by one so both see the same machine load."""
-    vault = memvault.open("sqlite", path=str(tmp / f"rate-{synchronous}.db"), scanner="off", synchronous=synchronous)
-    raw = sqlite3.connect(str(tmp / f"raw-{synchronous}.db"), isolation_level=None)
+def raw_table(path: Path, synchronous: str) -> sqlite3.Connection:
+    """The raw-insert baseline: one plain table in a WAL file with the provider's pragmas."""
+    raw = sqlite3.connect(str(path), isolation_level=None)
     raw.execute("PRAGMA journal_mode = WAL")
     raw.execute(f"PRAGMA synchronous = {synchronous}")
     raw.execute("PRAGMA secure_delete = ON")
     raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    return raw
+
+
+def retain_rate(tmp: Path, n: int = 400, synchronous: str = "full") -> dict[str, float]:
+    """Provider retains and raw inserts, alternated one by one so both see the same machine load."""
+    vault = memvault.open("sqlite", path=str(tmp / f"rate-{synchronous}.db"), scanner="off", synchronous=synchronous)
+    raw = raw_table(tmp / f"raw-{synchronous}.db", synchronous)
     line = "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"
     provider_s = raw_s = 0.0
     provider_each: list[float] = []
@@ -100,11 +106,7 @@ def retain_many_rate(tmp: Path, n: int = 1024, synchronous: str = "full") -> dic
     """``vault.retain_many`` in lists of 64 against 64 raw single-row inserts, and 64 raw inserts in one
     transaction, alternated list by list (issue 18, target 6; contract P34)."""
     vault = memvault.open("sqlite", path=str(tmp / f"many-{synchronous}.db"), scanner="off", synchronous=synchronous)
-    raw = sqlite3.connect(str(tmp / f"raw-many-{synchronous}.db"), isolation_level=None)
-    raw.execute("PRAGMA journal_mode = WAL")
-    raw.execute(f"PRAGMA synchronous = {synchronous}")
-    raw.execute("PRAGMA secure_delete = ON")
-    raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    raw = raw_table(tmp / f"raw-many-{synchronous}.db", synchronous)
     line = "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"
     group = 64
     many_s = single_s = batched_s = 0.0

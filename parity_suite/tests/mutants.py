@@ -535,6 +535,18 @@ class _Keyed(dict):  # type: ignore[type-arg]
         return dict.pop(self, self._key(k), *default)
 
 
+def _final_document(request: RetainRequest, final: Any) -> _Document:
+    """The document a retain stores: ``final`` is ``request.applied_to(...)``'s outcome."""
+    return _Document(
+        tier=request.tier,
+        body=final.body,
+        size=final.bytes,
+        data_subjects=final.subjects,
+        index=text.index_document(request.ref.label, final.body),
+        digest=body_sha256(final.body),
+    )
+
+
 def _doc(tier: Tier, label: str, body: str, subjects: frozenset[str] = frozenset()) -> _Document:
     return _Document(
         tier=tier,
@@ -1468,14 +1480,7 @@ class _StoredCheckMutant(MemoryProvider):
             if self.when == "before":
                 check_stored(stored, digest)
             final = request.applied_to(stored, old.data_subjects if old else ())
-            docs[ref.label] = _Document(
-                tier=request.tier,
-                body=final.body,
-                size=final.bytes,
-                data_subjects=final.subjects,
-                index=text.index_document(ref.label, final.body),
-                digest=body_sha256(final.body),
-            )
+            docs[ref.label] = _final_document(request, final)
             if self.when == "after":
                 check_stored(stored, digest)
         return RetainResult(id=ref.label, bytes=final.bytes, warning=final.warning)
@@ -1601,6 +1606,24 @@ def _copied(store: _Store) -> _Store:
     return {k: dict(v) for k, v in store.items()}
 
 
+def _staged(name: str) -> Any:
+    """A store attribute that is the calling thread's group's staged copy inside a group, else ``_live_<name>``."""
+
+    def get(self: Any) -> _Store:
+        state = self._state()
+        store: _Store = getattr(state, name) if state is not None else getattr(self, f"_live_{name}")
+        return store
+
+    def put(self: Any, value: _Store) -> None:
+        state = self._state()
+        if state is not None:
+            setattr(state, name, value)
+        else:
+            setattr(self, f"_live_{name}", value)
+
+    return property(get, put)
+
+
 class _GroupState:
     """One open write group: the staged copy of the store its thread's retains write to, and what they did."""
 
@@ -1638,31 +1661,8 @@ class _Grouped(MemoryProvider):
 
     # The store the calling thread sees: its group's staged copy inside a group, else the live one.
 
-    @property  # type: ignore[override]
-    def _partitions(self) -> _Store:
-        state = self._state()
-        return state.partitions if state is not None else self._live_partitions
-
-    @_partitions.setter
-    def _partitions(self, value: _Store) -> None:
-        state = self._state()
-        if state is not None:
-            state.partitions = value
-        else:
-            self._live_partitions = value
-
-    @property  # type: ignore[override]
-    def _quarantine(self) -> _Store:
-        state = self._state()
-        return state.quarantine if state is not None else self._live_quarantine
-
-    @_quarantine.setter
-    def _quarantine(self, value: _Store) -> None:
-        state = self._state()
-        if state is not None:
-            state.quarantine = value
-        else:
-            self._live_quarantine = value
+    _partitions = _staged("partitions")
+    _quarantine = _staged("quarantine")
 
     def _state(self) -> _GroupState | None:
         local = self.__dict__.get("_local")
@@ -1715,14 +1715,7 @@ class _Grouped(MemoryProvider):
             old = docs[ref.label] = attrs.evolve(old, data_subjects=old.data_subjects | {request.data_subject_id})
         check_stored(stored, digest)
         final = request.applied_to(stored, old.data_subjects)
-        docs[ref.label] = _Document(
-            tier=request.tier,
-            body=final.body,
-            size=final.bytes,
-            data_subjects=final.subjects,
-            index=text.index_document(ref.label, final.body),
-            digest=body_sha256(final.body),
-        )
+        docs[ref.label] = _final_document(request, final)
         return RetainResult(id=ref.label, bytes=final.bytes, warning=final.warning)
 
     def failed(self, mark: tuple[_Store, _Store], state: _GroupState | None) -> None:

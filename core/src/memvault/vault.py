@@ -256,9 +256,10 @@ class Vault:
         except MemvaultError as exc:
             return exc
 
-    def _call_bare(self, caller: Any, verb: str) -> Any:
+    def _call_bare(self, caller: Any, verb: str, **kwargs: Any) -> Any:
+        """``caller(**kwargs)``, its errors typed and naming the provider (P28)."""
         try:
-            return caller()
+            return caller(**kwargs)
         except MemvaultError as exc:
             named = _named(exc, self.name)
             if named is exc:
@@ -380,15 +381,7 @@ class Vault:
         return HealthStatus(ok=False, message="health check timeout")
 
     def _call(self, caller: Any, verb: str, result_type: type[_R], request: object) -> _R:
-        try:
-            result = caller(request=request)
-        except MemvaultError as exc:
-            named = _named(exc, self.name)
-            if named is exc:
-                raise
-            raise named from exc
-        except Exception as exc:
-            raise _wrap(exc, self.name, verb) from exc
+        result = self._call_bare(caller, verb, request=request)
         if type(result) is not result_type:
             raise PluginError(
                 f"provider {self.name!r} returned {type(result).__name__} from {verb}, expected {result_type.__name__}"

@@ -28,6 +28,7 @@ __all__ = [
     "SuiteBase",
     "requires",
     "requires_absent",
+    "retain_request",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -68,6 +69,32 @@ def requires_absent(capability: str) -> Callable[[_F], _F]:
 
 def _is_standard(cls: type) -> bool:
     return cls.__module__.split(".")[0] == "memvault_parity"
+
+
+def retain_request(
+    ws: str,
+    content: str,
+    *,
+    tier: str = "AGENT",
+    mode: str = "append",
+    agent: str = "agent-1",
+    crew: str = "",
+    key: str = "",
+    subject: str = "",
+) -> memvault.RetainRequest:
+    """The retain request :meth:`SuiteBase.put` sends (``CREW`` documents belong to ``crew-1`` by default)."""
+    if tier == "CREW" and not crew:
+        crew = "crew-1"
+    return memvault.RetainRequest(
+        workspace_id=ws,
+        agent_id=agent,
+        crew_id=crew,
+        tier=tier,
+        key=key,
+        content=content,
+        mode=mode,
+        data_subject_id=subject,
+    )
 
 
 class SuiteBase:
@@ -164,32 +191,9 @@ class SuiteBase:
         return f"parity-{uuid.uuid4().hex[:16]}"
 
     @staticmethod
-    def put(
-        vault: memvault.Vault,
-        ws: str,
-        content: str,
-        *,
-        tier: str = "AGENT",
-        mode: str = "append",
-        agent: str = "agent-1",
-        crew: str = "",
-        key: str = "",
-        subject: str = "",
-    ) -> memvault.RetainResult:
-        if tier == "CREW" and not crew:
-            crew = "crew-1"
-        return vault.retain(
-            memvault.RetainRequest(
-                workspace_id=ws,
-                agent_id=agent,
-                crew_id=crew,
-                tier=tier,
-                key=key,
-                content=content,
-                mode=mode,
-                data_subject_id=subject,
-            )
-        )
+    def put(vault: memvault.Vault, ws: str, content: str, **fields: str) -> memvault.RetainResult:
+        """Retain ``content`` in workspace ``ws``; ``fields`` as :func:`retain_request` takes them."""
+        return vault.retain(retain_request(ws, content, **fields))
 
     @staticmethod
     def find(

@@ -18,38 +18,16 @@ import pytest
 
 import memvault
 from memvault.contract.models import Capability
-from memvault_parity.base import SuiteBase, requires
+from memvault_parity.base import SuiteBase, requires, retain_request
 
-__all__ = ["REFUSED", "RetainManyTests", "item", "outcome_shape"]
+__all__ = ["REFUSED", "AfterEachRetain", "RetainManyTests", "item", "outcome_shape"]
 
 #: Content the test's policy plugin refuses with ``InvalidRequest`` (an item that is invalid to the vault's hooks).
 REFUSED = "REFUSED BY POLICY: "
 
 
-def item(
-    ws: str,
-    content: str,
-    *,
-    tier: str = "AGENT",
-    mode: str = "append",
-    agent: str = "agent-1",
-    crew: str = "",
-    key: str = "",
-    subject: str = "",
-) -> memvault.RetainRequest:
-    """One retain request, shaped like :meth:`SuiteBase.put`'s."""
-    if tier == "CREW" and not crew:
-        crew = "crew-1"
-    return memvault.RetainRequest(
-        workspace_id=ws,
-        agent_id=agent,
-        crew_id=crew,
-        tier=tier,
-        key=key,
-        content=content,
-        mode=mode,
-        data_subject_id=subject,
-    )
+#: One retain request, shaped like :meth:`SuiteBase.put`'s.
+item = retain_request
 
 
 def outcome_shape(outcome: object) -> tuple[Any, ...]:
@@ -87,7 +65,7 @@ class _RefusesMarked:
         return (yield)
 
 
-class _AfterItems:
+class AfterEachRetain:
     """A cross-cutting plugin that calls ``action(n)`` after the n-th retain through it returns (1-based)."""
 
     def __init__(self, action: Callable[[int], None]) -> None:
@@ -309,7 +287,7 @@ class RetainManyTests(SuiteBase):
             done.wait(0.05)  # long enough for a write nothing holds back; a group holding it back costs the wait
 
         watched = memvault.Vault(
-            vault.provider, name=vault.name, capabilities=vault.capabilities, plugins=[_AfterItems(concurrent)]
+            vault.provider, name=vault.name, capabilities=vault.capabilities, plugins=[AfterEachRetain(concurrent)]
         )
         outcomes = watched.retain_many([item(ws, f"<m{k}>", tier="pins") for k in range(50)])
         for thread in threads:

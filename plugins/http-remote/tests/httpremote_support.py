@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memvault.contract.models import RecallRequest, RecallResult
+from memvault.contract.models import RecallRequest, RecallResult, RetainRequest, RetainResult
 from memvault.hooks.markers import hookimpl
 from memvault.providers.memory import MemoryProvider
 from memvault.registry import get_registry
@@ -130,6 +130,22 @@ class SlowProvider(MemoryProvider):
         self.started.set()
         time.sleep(self.delay)
         return super().memvault_recall(request)
+
+
+class HeldProvider(MemoryProvider):
+    """The memory provider, whose retains of content starting with "hold" wait for ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.held = threading.Event()
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        if request.content.startswith("hold"):
+            self.held.set()
+            self.release.wait(20)
+        return super().memvault_retain(request)
 
 
 def make_test_client_class() -> Any:

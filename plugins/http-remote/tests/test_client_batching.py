@@ -11,12 +11,18 @@ from typing import Any
 
 import pytest
 import uvicorn
-from httpremote_support import PARITY_TOKEN, ServerProcess, backing_provider, memvault_command, write_config
+from httpremote_support import (
+    PARITY_TOKEN,
+    HeldProvider,
+    ServerProcess,
+    backing_provider,
+    memvault_command,
+    write_config,
+)
 
 import memvault
 from memvault.contract.errors import CapExceeded, ContentRejected, InvalidRequest, UpstreamTimeout
 from memvault.contract.models import RetainRequest, RetainResult
-from memvault.hooks.markers import hookimpl
 from memvault.providers.memory import MemoryProvider
 from memvault.registry import get_registry
 from memvault_http_remote.app import create_app
@@ -160,22 +166,6 @@ def test_batch_max_passes_as_a_string_setting() -> None:
 # -- an in-process service whose retains can be held, to make the queue deterministic -------
 
 
-class _HeldProvider(MemoryProvider):
-    """The memory provider, whose retains of content starting with "hold" wait for ``release``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.release = threading.Event()
-        self.held = threading.Event()
-
-    @hookimpl
-    def memvault_retain(self, request: RetainRequest) -> RetainResult:
-        if request.content.startswith("hold"):
-            self.held.set()
-            self.release.wait(20)
-        return super().memvault_retain(request)
-
-
 class _Requests(logging.Handler):
     """The service's request log lines, as (path, status, items)."""
 
@@ -220,8 +210,8 @@ class _Service:
 
 
 @pytest.fixture
-def held() -> Iterator[tuple[_HeldProvider, memvault.Vault]]:
-    provider = _HeldProvider()
+def held() -> Iterator[tuple[HeldProvider, memvault.Vault]]:
+    provider = HeldProvider()
     scanner = get_registry().scanner("builtin")  # the service scans, as `memvault serve` does
     vault = memvault.Vault(provider, name="memory", capabilities=MemoryProvider.capabilities, plugins=scanner)
     yield provider, vault
@@ -230,7 +220,7 @@ def held() -> Iterator[tuple[_HeldProvider, memvault.Vault]]:
 
 
 def _queue_behind_a_held_retain(
-    client: memvault.Vault, provider: _HeldProvider, requests: list[RetainRequest]
+    client: memvault.Vault, provider: HeldProvider, requests: list[RetainRequest]
 ) -> tuple[Any, list[Any]]:
     """One retain held in flight, one thread per request queued behind it, then the hold released.
 
@@ -267,7 +257,7 @@ def _lines(count: int, prefix: str = "l") -> list[RetainRequest]:
     return [_append("w", f"{prefix}{i}\n") for i in range(count)]
 
 
-def test_a_thread_s_own_error_reaches_that_thread_only(held: tuple[_HeldProvider, memvault.Vault]) -> None:
+def test_a_thread_s_own_error_reaches_that_thread_only(held: tuple[HeldProvider, memvault.Vault]) -> None:
     provider, vault = held
     service = _Service(vault)
     requests = _lines(7)
@@ -289,7 +279,7 @@ def test_a_thread_s_own_error_reaches_that_thread_only(held: tuple[_HeldProvider
     assert service.log.retains() == [("/v1/retain", 200, 1), ("/v1/retain/batch", 200, 7)]
 
 
-def test_the_queue_goes_out_in_batches_of_batch_max(held: tuple[_HeldProvider, memvault.Vault]) -> None:
+def test_the_queue_goes_out_in_batches_of_batch_max(held: tuple[HeldProvider, memvault.Vault]) -> None:
     provider, vault = held
     service = _Service(vault)
     try:
@@ -302,7 +292,7 @@ def test_the_queue_goes_out_in_batches_of_batch_max(held: tuple[_HeldProvider, m
     assert [items for _, _, items in service.log.retains()] == [1, 4, 4, 1]
 
 
-def test_a_service_without_the_batch_route_gets_single_requests(held: tuple[_HeldProvider, memvault.Vault]) -> None:
+def test_a_service_without_the_batch_route_gets_single_requests(held: tuple[HeldProvider, memvault.Vault]) -> None:
     """404 for the batch: every queued retain goes alone, and the client does not ask again."""
     provider, vault = held
     service = _Service(vault, batch_route=False)
@@ -323,7 +313,7 @@ def test_a_service_without_the_batch_route_gets_single_requests(held: tuple[_Hel
     assert [r for r in requests if r[0] == "/v1/retain"] == [("/v1/retain", 200, 1)] * 12
 
 
-def test_a_batch_the_gate_refuses_goes_out_as_single_requests(held: tuple[_HeldProvider, memvault.Vault]) -> None:
+def test_a_batch_the_gate_refuses_goes_out_as_single_requests(held: tuple[HeldProvider, memvault.Vault]) -> None:
     """A 503 for the whole batch (here: more items than max_per_token): each item gets the single route's answer."""
     provider, vault = held
     service = _Service(vault, max_per_token=3)
@@ -339,7 +329,7 @@ def test_a_batch_the_gate_refuses_goes_out_as_single_requests(held: tuple[_HeldP
     assert sum(1 for path, status, _ in requests if path == "/v1/retain" and status == 200) == 5
 
 
-def test_a_queued_retain_waits_a_bounded_time(held: tuple[_HeldProvider, memvault.Vault]) -> None:
+def test_a_queued_retain_waits_a_bounded_time(held: tuple[HeldProvider, memvault.Vault]) -> None:
     """The retain in flight hangs past the timeout: every thread queued behind it gets an error in bounded time."""
     provider, vault = held
     service = _Service(vault)
@@ -379,7 +369,7 @@ def test_a_queued_retain_waits_a_bounded_time(held: tuple[_HeldProvider, memvaul
     assert elapsed < 2 * timeout + 1.0 + 1.0  # the in-flight request's timeout + its own batch's, and slack
 
 
-def test_a_whole_batch_error_reaches_every_thread_of_the_batch(held: tuple[_HeldProvider, memvault.Vault]) -> None:
+def test_a_whole_batch_error_reaches_every_thread_of_the_batch(held: tuple[HeldProvider, memvault.Vault]) -> None:
     """The service times the batch out (504): each thread raises an UpstreamTimeout of its own."""
     provider, vault = held
     service = _Service(vault, request_timeout=0.5)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from httpremote_support import make_test_client_class
+from httpremote_support import HeldProvider, make_test_client_class
 
 import memvault
 from memvault.contract.models import RetainRequest, RetainResult
@@ -202,23 +201,7 @@ def test_max_batch_items_must_be_positive() -> None:
 # -- the gate counts items ---------------------------------------------------------------
 
 
-class _HeldProvider(MemoryProvider):
-    """The memory provider, whose retains of content starting with "hold" wait for ``release``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.release = threading.Event()
-        self.held = threading.Event()
-
-    @hookimpl
-    def memvault_retain(self, request: RetainRequest) -> RetainResult:
-        if request.content.startswith("hold"):
-            self.held.set()
-            self.release.wait(10)
-        return super().memvault_retain(request)
-
-
-async def _until_held(provider: _HeldProvider) -> None:
+async def _until_held(provider: HeldProvider) -> None:
     for _ in range(500):
         if provider.held.is_set():
             return
@@ -262,7 +245,7 @@ def test_a_batch_larger_than_the_per_token_bound_is_503_while_a_single_request_p
 
 def test_a_batch_counts_its_items_against_what_the_token_already_has_in_flight() -> None:
     """With a 3-item batch held in flight and a bound of 4, one more request fits, a 2-item batch does not."""
-    provider = _HeldProvider()
+    provider = HeldProvider()
     app = _gated_app(provider, max_per_token=4)
 
     async def run() -> tuple[httpx.Response, httpx.Response, httpx.Response, dict[str, int]]:
@@ -296,7 +279,7 @@ def test_a_batch_over_the_service_s_total_is_503_naming_max_concurrent() -> None
 
 def test_the_slots_of_a_failing_batch_are_released() -> None:
     """A batch that times out (504) gives its items' slots back: the next full batch passes."""
-    provider = _HeldProvider()
+    provider = HeldProvider()
     app = _gated_app(provider, max_per_token=3, request_timeout=0.2)
 
     async def run() -> tuple[httpx.Response, dict[str, int], httpx.Response]:
@@ -316,7 +299,7 @@ def test_the_slots_of_a_failing_batch_are_released() -> None:
 
 def test_the_slots_of_a_batch_whose_caller_leaves_are_released() -> None:
     """Cancelled mid-flight (the caller went away): every slot comes back."""
-    provider = _HeldProvider()
+    provider = HeldProvider()
     app = _gated_app(provider, max_per_token=4)
 
     async def run() -> dict[str, int]:

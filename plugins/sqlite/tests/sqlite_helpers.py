@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,14 @@ def raw_bytes(db_path: Path) -> bytes:
     return subprocess.run(
         [sys.executable, "-c", script, str(db_path)], capture_output=True, check=True, timeout=60
     ).stdout
+
+
+def poison_lines(db_path: Path) -> None:
+    """A trigger that fails the insert of any line holding "poison": a statement failing mid-write."""
+    conn = sqlite3.connect(str(db_path))
+    conn.execute(
+        "CREATE TRIGGER poison BEFORE INSERT ON lines WHEN NEW.text LIKE '%poison%'"
+        " BEGIN SELECT RAISE(ABORT, 'poisoned line'); END"
+    )
+    conn.commit()
+    conn.close()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlite_helpers import poison_lines
 
 import memvault
 from memvault.scanner.plugin import BuiltinScanner
@@ -126,13 +127,7 @@ def test_cap_exceeded_write_in_a_batch_fails_alone_p9(provider: SqliteProvider, 
 
 
 def test_failing_statement_in_a_batch_fails_alone_and_leaves_nothing(provider: SqliteProvider, db_path: Path) -> None:
-    conn = sqlite3.connect(str(db_path))
-    conn.execute(
-        "CREATE TRIGGER poison BEFORE INSERT ON lines WHEN NEW.text LIKE '%poison%'"
-        " BEGIN SELECT RAISE(ABORT, 'poisoned line'); END"
-    )
-    conn.commit()
-    conn.close()
+    poison_lines(db_path)
     calls = Calls()
     with write_lock_held(db_path):
         calls.start("first", lambda: provider.memvault_retain(append("a1", "first\n")))
