@@ -217,6 +217,11 @@ class Vault:
             outcomes.extend(failed for _ in range(len(chunk) - len(done)))
         return outcomes
 
+    @property
+    def writes_in_groups(self) -> bool:
+        """Whether :meth:`retain_many` commits several requests per transaction (the provider has a write group)."""
+        return self._provides("memvault_write_group")
+
     def _provides(self, hook_name: str) -> bool:
         return any(impl.plugin is self.provider for impl in getattr(self._hook, hook_name).get_hookimpls())
 

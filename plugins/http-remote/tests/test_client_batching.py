@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -23,6 +24,7 @@ from httpremote_support import (
 import memvault
 from memvault.contract.errors import CapExceeded, ContentRejected, InvalidRequest, UpstreamTimeout
 from memvault.contract.models import RetainRequest, RetainResult
+from memvault.hooks.markers import hookimpl
 from memvault.providers.memory import MemoryProvider
 from memvault.registry import get_registry
 from memvault_http_remote.app import create_app
@@ -369,9 +371,20 @@ def test_a_queued_retain_waits_a_bounded_time(held: tuple[HeldProvider, memvault
     assert elapsed < 2 * timeout + 1.0 + 1.0  # the in-flight request's timeout + its own batch's, and slack
 
 
-def test_a_whole_batch_error_reaches_every_thread_of_the_batch(held: tuple[HeldProvider, memvault.Vault]) -> None:
-    """The service times the batch out (504): each thread raises an UpstreamTimeout of its own."""
-    provider, vault = held
+class _HeldInGroups(HeldProvider):
+    """A held provider with a write group (a no-op one): the service runs a batch as one retain_many call."""
+
+    @hookimpl
+    def memvault_write_group(self) -> Any:
+        return contextlib.nullcontext()
+
+
+def test_a_whole_batch_error_reaches_every_thread_of_the_batch() -> None:
+    """The service times the batch's one retain_many call out (504): each thread raises an UpstreamTimeout
+    of its own."""
+    provider = _HeldInGroups()
+    scanner = get_registry().scanner("builtin")
+    vault = memvault.Vault(provider, name="memory", capabilities=MemoryProvider.capabilities, plugins=scanner)
     service = _Service(vault, request_timeout=0.5)
     try:
         with memvault.open("http-remote", url=service.url, timeout=5.0) as client:
@@ -393,6 +406,7 @@ def test_a_whole_batch_error_reaches_every_thread_of_the_batch(held: tuple[HeldP
     finally:
         provider.release.set()
         service.close()
+        vault.close()
     assert isinstance(first[0], UpstreamTimeout)
     assert all(isinstance(o, UpstreamTimeout) and "request timeout" in str(o) for o in outcomes), outcomes
     assert len({id(o) for o in outcomes}) == 3
@@ -425,3 +439,50 @@ def test_retain_many_goes_out_in_batches_of_batch_max(service: ServerProcess) ->
         ("/v1/retain/batch", 12),
         ("/v1/retain/batch", 6),
     ]
+
+
+class _CountsOverlap(MemoryProvider):
+    """The memory provider (each retain commits alone), each retain taking 0.1 s; counts how many overlap."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.1)
+            return super().memvault_retain(request)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_coalesced_appends_run_at_once_on_a_provider_without_write_groups_and_a_list_in_order() -> None:
+    """The threads' coalesced appends are independent: a provider that commits each retain alone runs
+    them at once, as separate requests (one after the other they would pay a commit each in turn);
+    retain_many's own list keeps its order, one retain after the other."""
+    provider = _CountsOverlap()
+    vault = memvault.Vault(provider, name="memory", capabilities=MemoryProvider.capabilities)
+    service = _Service(vault)
+    try:
+        with memvault.open("http-remote", url=service.url, batch_max=8) as client:
+            outcomes = _run_threads(6, lambda i: client.retain(_append("w", f"line {i}\n")))
+            assert all(isinstance(o, RetainResult) for o in outcomes)
+            batches = [items for path, _, items in service.log.retains() if path == "/v1/retain/batch"]
+            assert batches  # the threads' appends did go out together
+            assert provider.most >= 2
+            provider.most = 0
+            listed = client.retain_many([_append("w", f"listed {i}\n", agent="a2") for i in range(4)])
+            assert all(isinstance(o, RetainResult) for o in listed)
+            assert provider.most == 1
+            body = client.read(memvault.ReadRequest(workspace_id="w", agent_id="a2", tier="AGENT")).content
+            assert body == "".join(f"listed {i}\n" for i in range(4))
+    finally:
+        service.close()
+        vault.close()

@@ -326,3 +326,50 @@ def test_the_request_log_line_says_how_many_items_a_batch_carried(
     lines = [r.getMessage() for r in caplog.records if "/v1/retain/batch" in r.getMessage()]
     assert len(lines) == 1
     assert lines[0].endswith("token=batcher items=2")
+
+
+# -- independent items on a provider that commits each retain alone ---------------------
+
+
+@pytest.mark.parametrize("independent", [True, False])
+def test_independent_items_run_at_once_unless_the_provider_groups_them(independent: bool) -> None:
+    """A held first item does not hold back the others of an independent batch (memory commits each
+    retain alone); an ordered batch (retain_many's own list) waits for it, item after item."""
+    provider = HeldProvider()
+    app = _gated_app(provider)
+    items = [_item("hold\n", agent_id="held"), _item("free\n", agent_id="free")]
+
+    async def run() -> tuple[str, httpx.Response]:
+        batch = asyncio.create_task(_post(app, "/v1/retain/batch", {"items": items, "independent": independent}))
+        await _until_held(provider)
+        await asyncio.sleep(0.3)  # time for the other item, if it runs at once
+        read = await _post(app, "/v1/read", {**W, "agent_id": "free", "tier": "AGENT"})
+        provider.release.set()
+        return read.json()["content"], await batch
+
+    seen, answer = asyncio.run(run())
+    assert seen == ("free\n" if independent else "")
+    assert answer.status_code == 200
+    assert [sorted(entry) for entry in answer.json()["results"]] == [["result"], ["result"]]
+
+
+def test_independent_must_be_a_boolean(client: Any) -> None:
+    response = client.post("/v1/retain/batch", json={"items": [_item()], "independent": "yes"}, headers=AUTH)
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "independent"
+
+
+def test_an_independent_item_over_the_request_timeout_is_that_item_s_504() -> None:
+    provider = HeldProvider()
+    app = _gated_app(provider, request_timeout=0.3)
+    body = {"items": [_item("hold\n", agent_id="slow"), _item("quick\n", agent_id="quick")], "independent": True}
+    try:
+        answer = asyncio.run(_post(app, "/v1/retain/batch", body))
+    finally:
+        provider.release.set()
+    assert answer.status_code == 200
+    slow, quick = answer.json()["results"]
+    assert slow["status"] == 504
+    assert slow["error"]["type"] == "UpstreamTimeout"
+    assert "request_timeout" in slow["error"]["message"]
+    assert quick["result"]["bytes"] == len("quick\n")

@@ -40,7 +40,9 @@ to ``max_batch_items``), then the bounds again for the batch's size: a batch of
 ``n`` items counts ``n`` requests against the caller's bound and the service's
 total (503 when they do not fit), so batches cannot multiply what one tenant has
 in flight. Then each item is checked like a ``/v1/retain`` body (text, shape,
-the token's workspace, the core's validation) and fails alone: the answer is 200
+the token's workspace, the core's validation) and fails alone. The valid items
+run in one ``retain_many`` call, or, for ``"independent": true`` on a provider
+without a write group, each on its own worker thread at once. The answer is 200
 with one entry per item, in order, ``{"result": RetainResult}`` or
 ``{"status": <the single route's status>, "error": <its typed error body>}``.
 """
@@ -81,6 +83,7 @@ from memvault.contract.models import (
     ReadRequest,
     RecallRequest,
     RetainRequest,
+    RetainResult,
     validate_identifier,
     validate_sha256,
 )
@@ -373,7 +376,8 @@ class _Service:
         if self.gate is not None and extra:
             self.gate.reserve(request.scope, extra)
         try:
-            return JSONResponse({"results": await self.run_batch(entry, items)})
+            independent = bool(data.get("independent", False))
+            return JSONResponse({"results": await self.run_batch(entry, items, independent=independent)})
         finally:
             if self.gate is not None and extra:
                 self.gate.release(request.scope, extra)
@@ -383,13 +387,13 @@ class _Service:
         items = data.get("items")
         # The items are checked one by one below (one bad item fails alone); the rest of the body here.
         _check_text({key: None if key == "items" and isinstance(value, list) else value for key, value in data.items()})
-        unknown = sorted(key for key in data if key != "items")
+        unknown = sorted(key for key in data if key not in ("items", "independent"))
         if unknown:
             raise _HttpError(
                 400,
                 InvalidRequest(
                     f"unknown key(s) {', '.join(unknown)} in request body: a batch is "
-                    '{"items": [<retain request>, ...]} and nothing else',
+                    '{"items": [<retain request>, ...], "independent": <optional bool>}',
                     field=unknown[0],
                 ),
             )
@@ -411,6 +415,14 @@ class _Service:
                     field="items",
                 ),
             )
+        if not isinstance(data.get("independent", False), bool):
+            raise _HttpError(
+                400,
+                InvalidRequest(
+                    f"independent must be true or false, got {type(data['independent']).__name__}",
+                    field="independent",
+                ),
+            )
         cap = self.settings.max_batch_items
         if len(items) > cap:
             raise _HttpError(
@@ -423,8 +435,15 @@ class _Service:
             )
         return items
 
-    async def run_batch(self, entry: TokenEntry | None, items: list[Any]) -> list[dict[str, Any]]:
-        """Each item checked like a ``/v1/retain`` body, then every valid one in one ``retain_many`` call."""
+    async def run_batch(
+        self, entry: TokenEntry | None, items: list[Any], *, independent: bool = False
+    ) -> list[dict[str, Any]]:
+        """Each item checked like a ``/v1/retain`` body, then every valid one in one ``retain_many`` call.
+
+        Independent items (``"independent": true``: the client's coalesced appends) on a provider that
+        commits each retain alone run at once, each on its own worker thread, as separate requests would:
+        one after the other they would pay one commit each in turn.
+        """
         outcomes: list[dict[str, Any]] = []
         parsed: list[RetainRequest] = []
         positions: list[int] = []
@@ -449,14 +468,38 @@ class _Service:
                 continue
             positions.append(len(outcomes))
             outcomes.append({})
-        if parsed:
+        if parsed and independent and len(parsed) > 1 and not self.vault.writes_in_groups:
+            results = await self.retain_each(parsed)
+        elif parsed:
             results = await self.call(lambda: self.vault.retain_many(parsed))
+        if parsed:
             for position, outcome in zip(positions, results, strict=True):
                 outcomes[position] = (
                     _item_failure(outcome, position)
                     if isinstance(outcome, MemvaultError)
                     else {"result": unstructure(outcome)}
                 )
+        return outcomes
+
+    async def retain_each(self, requests: list[RetainRequest]) -> list[RetainResult | MemvaultError]:
+        """Each retain on its own worker thread, at once; one outcome each (a timeout is that item's 504)."""
+        outcomes: list[RetainResult | MemvaultError] = [UpstreamError("not run")] * len(requests)
+
+        def retain(request: RetainRequest) -> RetainResult | MemvaultError:
+            try:
+                return self.vault.retain(request)
+            except MemvaultError as exc:
+                return exc
+
+        async def run(index: int, request: RetainRequest) -> None:
+            try:
+                outcomes[index] = await self.call(lambda: retain(request))
+            except _HttpError as exc:
+                outcomes[index] = exc.error
+
+        async with anyio.create_task_group() as group:
+            for index, request in enumerate(requests):
+                group.start_soon(run, index, request)
         return outcomes
 
     async def health(self, request: Request) -> Response:

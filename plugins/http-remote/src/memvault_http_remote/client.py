@@ -466,7 +466,7 @@ class HttpRemoteProvider:
             chunk = requests[start : start + size]
             sent: list[_Outcome] = [_ALONE] * len(chunk)
             if len(chunk) > 1 and self._batch_route:
-                sent = self._send_batch([_Pending(request, self._retains_lock) for request in chunk])
+                sent = self._send_batch([_Pending(request, self._retains_lock) for request in chunk], independent=False)
             for request, outcome in zip(chunk, sent, strict=True):
                 if isinstance(outcome, _SendAlone):
                     try:
@@ -577,10 +577,16 @@ class HttpRemoteProvider:
             for pending in woken:
                 pending.wake.notify()
 
-    def _send_batch(self, batch: list[_Pending]) -> list[_Outcome]:
-        """One ``POST /v1/retain/batch``: an outcome for each pending retain, in order."""
+    def _send_batch(self, batch: list[_Pending], *, independent: bool = True) -> list[_Outcome]:
+        """One ``POST /v1/retain/batch``: an outcome for each pending retain, in order.
+
+        :param independent: the retains come from threads that did not wait for one another, so the
+            service may run them at once (``retain_many``'s own list is not: its order counts).
+        """
         where = self._where("retain")
-        payload = {"items": [unstructure(pending.request) for pending in batch]}
+        payload: dict[str, Any] = {"items": [unstructure(pending.request) for pending in batch]}
+        if independent:
+            payload["independent"] = True
         idempotent = all(pending.request.mode is Mode.REPLACE for pending in batch)
         try:
             data = self._post("retain", "/v1/retain/batch", payload, idempotent=idempotent, batch=True)

@@ -186,7 +186,14 @@ _SCHEMAS: Final[dict[str, Any]] = {
                 "maxItems": DEFAULT_MAX_BATCH_ITEMS,
                 "description": f"1 to server.max_batch_items ({DEFAULT_MAX_BATCH_ITEMS} by default) retain requests, "
                 "retained in order; each counts as one request against the caller's concurrency bound",
-            }
+            },
+            "independent": {
+                "type": "boolean",
+                "default": False,
+                "description": "the items come from callers that did not wait for one another (the client's "
+                "coalesced appends), so their order does not matter: a provider that commits each retain alone "
+                "then runs them at once, as separate requests would run",
+            },
         },
         ["items"],
         "Several retains in one call (contract P34): each item is checked and retained as by /v1/retain and "
