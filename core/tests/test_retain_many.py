@@ -219,3 +219,25 @@ def test_p34_a_list_answer_of_the_wrong_shape_is_a_plugin_error_for_each_request
     outcomes = vault.retain_many([req("a\n"), req("b\n")])
     assert [type(o) for o in outcomes] == [memvault.PluginError, memvault.PluginError]
     assert "at-once" in str(outcomes[0])
+
+
+class _ListsToo:
+    """A plugin (not the provider) that also implements the list hook: the list must not go to it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @memvault.hookimpl
+    def memvault_retain_many(self, requests: list[memvault.RetainRequest]) -> list[memvault.RetainResult]:
+        self.calls += 1
+        return [memvault.RetainResult(id=r.ref.label, bytes=0) for r in requests]
+
+
+def test_p34_a_list_goes_one_by_one_when_another_plugin_implements_the_list_hook() -> None:
+    provider = _AtOnce()
+    other = _ListsToo()
+    vault = memvault.Vault(provider, name="at-once", plugins=[other])
+    outcomes = vault.retain_many([req("a\n"), req("b\n")])
+    assert (other.calls, provider.lists) == (0, [])
+    assert body(vault) == "a\nb\n"
+    assert [o.bytes for o in outcomes if isinstance(o, memvault.RetainResult)] == [2, 4]

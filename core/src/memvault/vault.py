@@ -176,6 +176,10 @@ class Vault:
         and a later request sees the earlier ones (two appends to one document
         land in order). If a group's commit fails, the requests that had
         succeeded in it get that error instead, and none of them is stored.
+        A provider that takes a whole list (``memvault_retain_many``: the
+        ``http-remote`` client, one request per batch) gets it only while it is
+        the only plugin implementing or wrapping ``memvault_retain`` and that
+        hook, so every cross-cutting plugin still sees every retain.
 
         :raises InvalidRequest: when an item is not a :class:`RetainRequest`
             (before anything is written).
@@ -183,9 +187,7 @@ class Vault:
         requests = list(requests)  # also a generator, read once
         for request in requests:
             _expect(request, RetainRequest)
-        if self._provides("memvault_retain_many") and all(
-            impl.plugin is self.provider for impl in self._hook.memvault_retain.get_hookimpls()
-        ):
+        if self._provides("memvault_retain_many") and self._provider_alone("memvault_retain", "memvault_retain_many"):
             return self._retain_at_once(requests)
         hook = self._hook.memvault_write_group
         grouped = self._provides("memvault_write_group")
@@ -224,6 +226,12 @@ class Vault:
 
     def _provides(self, hook_name: str) -> bool:
         return any(impl.plugin is self.provider for impl in getattr(self._hook, hook_name).get_hookimpls())
+
+    def _provider_alone(self, *hook_names: str) -> bool:
+        """Whether the provider is the only plugin implementing (or wrapping) each of these hooks."""
+        return all(
+            impl.plugin is self.provider for name in hook_names for impl in getattr(self._hook, name).get_hookimpls()
+        )
 
     def _retain_at_once(self, requests: list[RetainRequest]) -> list[RetainResult | MemvaultError]:
         """``retain_many`` through the provider's own ``memvault_retain_many``, 64 requests per call."""

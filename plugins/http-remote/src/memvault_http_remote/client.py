@@ -34,7 +34,11 @@ one transaction (contract P34). The thread that sends a batch as another one
 answers waits up to ``_LINGER`` (1 ms) for the threads that one answered, in
 case they come straight back with their next retain: the batch then goes out
 full instead of alternating full and nearly empty ones. A retain that finds
-nothing in flight and no batch answered within that millisecond never waits. A batch is retried as a single retain is
+nothing in flight and no batch answered within that millisecond never waits.
+The threads' appends go out marked ``"independent"`` (their order does not
+matter, so a service whose provider commits each retain alone runs them at
+once); ``Vault.retain_many``'s own list goes out in order, ``batch_max`` per
+request, outside the queue. A batch is retried as a single retain is
 (connection failures when every item is a replace; never after an append may
 have been applied). A batch the service refuses as a whole before running it
 (404 or 405 from a service without the route, remembered for the client's
