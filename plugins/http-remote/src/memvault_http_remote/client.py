@@ -516,13 +516,19 @@ class HttpRemoteProvider:
                 self._filling = (leader, target)
                 leader.wake.wait(remaining)
             self._filling = None
-            if self._queue and len(batch) < self.batch_max:
-                until = time.monotonic() + self.timeout + _HAND_OVER
-                while self._queue and len(batch) < self.batch_max:
-                    pending = self._queue.popleft()
-                    pending.taken = True
-                    pending.deadline = max(pending.deadline, until)
-                    batch.append(pending)
+            batch.extend(self._take(self.batch_max - len(batch)))
+
+    def _take(self, count: int) -> list[_Pending]:
+        """Up to ``count`` queued retains, oldest first, now carried by a batch (call holding the condition).
+
+        Each then waits for that batch's answer: ``timeout`` plus the hand-over slack.
+        """
+        taken = [self._queue.popleft() for _ in range(min(max(count, 0), len(self._queue)))]
+        until = time.monotonic() + self.timeout + _HAND_OVER
+        for pending in taken:
+            pending.taken = True
+            pending.deadline = max(pending.deadline, until)
+        return taken
 
     def _send_turn(self, batch: list[_Pending]) -> None:
         """Send ``batch`` (the calling thread's own retain first), then hand the turn to the next queued."""
@@ -565,12 +571,7 @@ class HttpRemoteProvider:
                 woken.extend(self._queue)
                 self._queue.clear()
             if self._queue:
-                count = min(len(self._queue), self.batch_max)
-                taken = [self._queue.popleft() for _ in range(count)]
-                deadline = time.monotonic() + self.timeout + _HAND_OVER
-                for pending in taken:
-                    pending.taken = True
-                    pending.deadline = max(pending.deadline, deadline)
+                taken = self._take(self.batch_max)
                 taken[0].batch = taken
                 # The threads answered now may come back for this batch too.
                 taken[0].led = min(self.batch_max, len(taken) + len(batch))
