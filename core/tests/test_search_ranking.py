@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import pytest
@@ -487,3 +488,14 @@ def test_search_above_the_candidate_budget_ranks_the_narrowed_subset(query: str)
     )
     assert len(expected) == 20
     assert search(parsed, indexed, 20) == expected
+
+
+_WORD_TOKENS = re.compile(r"\w+")
+
+
+@given(st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), st.text()))
+@example("Caroline: I went to the LGBTQ support-group_2 yesterday!\x1c\x1fEND\t\u00e9")
+@example("ÉTÉ straße ǅ \u0130stanbul")
+def test_tokenize_is_regex_words_of_the_casefolded_text(text: str) -> None:
+    """The ASCII fast path (a byte translation and a split) gives exactly ``\\w+`` of ``casefold()``."""
+    assert tokenize(text) == _WORD_TOKENS.findall(text.casefold())
