@@ -51,7 +51,7 @@ from memvault.contract.models import (
     parse_label,
 )
 from memvault.contract.wire import structure, unstructure
-from memvault.vault import Vault
+from memvault.vault import GROUP_SIZE, Vault
 
 __all__ = [
     "FORMAT",
@@ -412,19 +412,25 @@ def _plan(target: _Target, entry: ExportedDocument, replace: bool) -> _Step:
     return _Step(action=action, digest=info.digest, subjects=subjects)
 
 
-def _retain(vault: Vault, info: DocumentInfo, body: str, subject: str) -> None:
+def _request(info: DocumentInfo, body: str, subject: str) -> RetainRequest:
+    """The retain that stores ``body`` as the document ``info`` names, tagged with ``subject``."""
     tier, key = parse_label(info.label, "label")
-    vault.retain(
-        RetainRequest(
-            workspace_id=info.workspace_id,
-            agent_id=info.agent_id,
-            crew_id=info.crew_id,
-            tier=tier,
-            key=key,
-            content=body,
-            mode="replace",
-            data_subject_id=subject,
-        )
+    return RetainRequest(
+        workspace_id=info.workspace_id,
+        agent_id=info.agent_id,
+        crew_id=info.crew_id,
+        tier=tier,
+        key=key,
+        content=body,
+        mode="replace",
+        data_subject_id=subject,
+    )
+
+
+def _forget(vault: Vault, info: DocumentInfo) -> None:
+    """Forget the target's copy of a document ``--replace`` overwrites, so it carries only the file's subjects."""
+    vault.forget(
+        ForgetRequest(workspace_id=info.workspace_id, agent_id=info.agent_id, crew_id=info.crew_id, id=info.label)
     )
 
 
@@ -444,7 +450,10 @@ def import_store(
 
     :param replace: overwrite documents the target holds with other content
         (each is forgotten first, so it carries only the file's subjects).
-    :param jobs: how many documents are written at once (their order does not matter).
+    :param jobs: how many documents are written at once (their order does not matter). A provider
+        with a write group (``vault.writes_in_groups``: sqlite) takes the documents' retains in
+        lists of up to ``GROUP_SIZE`` instead (:meth:`Vault.retain_many`, one transaction each),
+        one list at a time, and ``jobs`` does not apply.
     :raises ExportFileError: for a malformed, damaged, truncated or newer file, before writing anything.
     :raises ImportConflict: for documents the target holds with other content, before writing anything.
     """
@@ -483,6 +492,9 @@ def import_store(
 
     # Writes to different documents are independent: several in flight hide each
     # write's fsync (local-disk) or commit latency. A document's own writes stay in order.
+    # A provider with a write group (sqlite) commits many retains in one transaction
+    # instead: one list of up to GROUP_SIZE retains at a time, no threads.
+    grouped = _Grouped(vault, counts, progress) if vault.writes_in_groups else None
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="memvault-import") as pool:
         for number, entry in _entries(path):
             if isinstance(entry, ExportedQuarantine):
@@ -508,8 +520,13 @@ def import_store(
             if planned.action == "refuse":
                 refused.append(f"{_where(entry.document)} (lessons are read-only through retain: copy them by hand)")
                 continue
-            pending.add(pool.submit(_write, vault, number, entry, planned))
-            settle(max(1, jobs) * 4)
+            if grouped is not None:
+                grouped.add(number, entry, planned)
+            else:
+                pending.add(pool.submit(_write, vault, number, entry, planned))
+                settle(max(1, jobs) * 4)
+        if grouped is not None:
+            grouped.flush()
         settle(0)
     return ImportSummary(
         written=counts["written"],
@@ -528,18 +545,84 @@ def _write(vault: Vault, number: int, entry: ExportedDocument, step: _Step) -> s
         return "unchanged"
     try:
         if step.action == "replace":
-            vault.forget(
-                ForgetRequest(
-                    workspace_id=info.workspace_id, agent_id=info.agent_id, crew_id=info.crew_id, id=info.label
-                )
-            )
+            _forget(vault, info)
         for subject in step.subjects or ("",):
-            _retain(vault, info, entry.body, subject)
+            vault.retain(_request(info, entry.body, subject))
     except MemvaultError as exc:
-        if not _plain(exc):
+        error = _located(exc, info, number)
+        if error is exc:
             raise
-        raise type(exc)(f"importing {_where(info)} (line {number}): {exc}") from exc
+        raise error from exc
     return "tagged" if step.action == "tag" else "written"
+
+
+class _Grouped:
+    """Writes planned documents through :meth:`Vault.retain_many`, up to ``GROUP_SIZE`` retains per call.
+
+    A document's retains (one per subject) go in one call unless it has more subjects than a
+    call holds; the first failed retain, in file order, stops the import with its document named.
+    A ``replace`` forgets the target's copy first, outside any group (the calls before it are
+    sent first, so the writes keep the file's order).
+    """
+
+    def __init__(self, vault: Vault, counts: dict[str, int], progress: Progress | None) -> None:
+        self.vault = vault
+        self.counts = counts
+        self.progress = progress
+        self.requests: list[RetainRequest] = []
+        self.documents: list[tuple[int, DocumentInfo, str, int]] = []  # line, document, action, its retains
+
+    def add(self, number: int, entry: ExportedDocument, step: _Step) -> None:
+        info = entry.document
+        if step.action == "skip":
+            self._count("unchanged")
+            return
+        subjects = step.subjects or ("",)
+        if self.requests and (step.action == "replace" or len(self.requests) + len(subjects) > GROUP_SIZE):
+            self.flush()
+        if step.action == "replace":
+            try:
+                _forget(self.vault, info)
+            except MemvaultError as exc:
+                error = _located(exc, info, number)
+                if error is exc:
+                    raise
+                raise error from exc
+        self.requests.extend(_request(info, entry.body, subject) for subject in subjects)
+        self.documents.append((number, info, step.action, len(subjects)))
+        if len(self.requests) >= GROUP_SIZE:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is queued; raises the first failure (in file order) with its document named."""
+        if not self.requests:
+            return
+        outcomes = self.vault.retain_many(self.requests)
+        at = 0
+        for number, info, action, how_many in self.documents:
+            for outcome in outcomes[at : at + how_many]:
+                if isinstance(outcome, MemvaultError):
+                    error = _located(outcome, info, number)
+                    if error is outcome:
+                        raise outcome
+                    raise error from outcome
+            at += how_many
+            self._count("tagged" if action == "tag" else "written")
+        self.requests.clear()
+        self.documents.clear()
+
+    def _count(self, outcome: str) -> None:
+        self.counts[outcome] += 1
+        if self.progress is not None:
+            self.progress(1)
+
+
+def _located(exc: MemvaultError, info: DocumentInfo, number: int) -> MemvaultError:
+    """``exc`` with the document and the file's line in front of its message (itself when its type has
+    further fields that ``type(exc)(message)`` cannot rebuild)."""
+    if not _plain(exc):
+        return exc
+    return type(exc)(f"importing {_where(info)} (line {number}): {exc}")
 
 
 def _plain(exc: MemvaultError) -> bool:

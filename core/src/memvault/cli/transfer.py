@@ -132,7 +132,13 @@ def export(obj: Context, workspace_id: str, output: str | None, no_progress: boo
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--verify", is_flag=True, help="Afterwards, compare every document byte for byte with the file.")
 @click.option("--replace", is_flag=True, help="Overwrite documents the target holds with other content.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=4, show_default=True, help="Documents written at once.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Documents written at once (a provider that writes in groups, as sqlite does, takes lists of 64).",
+)
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
