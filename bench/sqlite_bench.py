@@ -20,6 +20,7 @@ Run: ``python bench/sqlite_bench.py`` (``--quick`` skips the 1M size).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import hashlib
 import random
@@ -412,7 +413,8 @@ def common_terms(tmp: Path, n_lines: int = 10_000, rounds: int = 25) -> list[dic
     body_lines = common_term_lines(n_lines)
     shapes = COMMON_TERM_SHAPES
     results = []
-    with memvault.open("sqlite", path=str(tmp / "common.db"), scanner="off", synchronous="off") as vault:
+    # idle_merge=0: the index as the writes left it, not merged halfway through the timing (see merge_effect).
+    with memvault.open("sqlite", path=str(tmp / "common.db"), scanner="off", synchronous="off", idle_merge=0) as vault:
         per_doc = 250
         for d in range(0, n_lines, per_doc):
             day = 1 + d // per_doc
@@ -478,7 +480,7 @@ def long_history(tmp: Path, n_documents: int = 3000, rounds: int = 200) -> list[
     how many documents the agent has.
     """
     results = []
-    with memvault.open("sqlite", path=str(tmp / "history.db"), scanner="off", synchronous="off") as vault:
+    with memvault.open("sqlite", path=str(tmp / "history.db"), scanner="off", synchronous="off", idle_merge=0) as vault:
         shapes = write_history(vault, n_documents)
         engine = engine_floor_db(partition_terms(tmp / "history.db", "a"))
         for name, picked in shapes.items():
@@ -493,6 +495,104 @@ def long_history(tmp: Path, n_documents: int = 3000, rounds: int = 200) -> list[
                 floor.append(engine_floor_once(engine, q))
             results.append({"shape": name, "p50": statistics.median(ours), "floor_p50": statistics.median(floor)})
     return results
+
+
+def merge_effect(tmp: Path, lines: list[str], questions: list[str], n_partitions: int = 10) -> dict[str, Any]:
+    """The index as single retains leave it, and after the idle merge, on the same lines.
+
+    ``n_partitions`` agents of 1,000 LoCoMo lines each, retained one line per call, the
+    partitions taking turns (each shard gets a segment per line, as agents writing turn by
+    turn give it). Two copies of that file: one as written, one after ``merge_index`` (what
+    the idle merge does once a shard has been quiet). LoCoMo questions are timed on both
+    and on the engine floor, interleaved call by call. Then the writers' side: the first
+    retain after a pause long enough for merge steps to start, with the idle merge on and off.
+    """
+    written = tmp / "written.db"
+    with memvault.open("sqlite", path=str(written), scanner="off", synchronous="off", idle_merge=0) as vault:
+        per = {p: partition_lines(lines, p) for p in range(n_partitions)}
+        for i in range(LINES_PER_PARTITION):
+            key = f"2024-01-{1 + i // 40:02d}"  # 40 lines a day: 25 daily documents
+            for p in range(n_partitions):
+                vault.retain(
+                    memvault.RetainRequest(
+                        workspace_id="bench",
+                        agent_id=f"agent-{p}",
+                        tier="daily",
+                        key=key,
+                        content=per[p][i] + "\n",
+                        mode="append",
+                    )
+                )
+    merged = tmp / "merged.db"
+    for extra in ("", "-wal", "-shm"):
+        if Path(f"{written}{extra}").exists():
+            shutil.copyfile(f"{written}{extra}", f"{merged}{extra}")
+
+    def segments(path: Path) -> list[int]:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            shapes = [schema.fts_shape(conn, shard) for shard in range(schema.FTS_SHARDS)]
+        return [shape[1] for shape in shapes if shape is not None and shape[1] > 0]
+
+    with memvault.open("sqlite", path=str(merged), scanner="off", idle_merge=0) as vault:
+        start = time.perf_counter()
+        steps = vault.provider.merge_index()
+        merge_s = time.perf_counter() - start
+    engines = {p: engine_floor_db(partition_terms(written, f"agent-{p}")) for p in range(n_partitions)}
+    rng = random.Random(5)
+    queries = [(rng.randrange(n_partitions), rng.choice(questions)) for _ in range(QUERIES * 2)]
+    times: dict[str, list[float]] = {"written": [], "merged": [], "engine": []}
+    with (
+        memvault.open("sqlite", path=str(written), scanner="off", idle_merge=0) as as_written,
+        memvault.open("sqlite", path=str(merged), scanner="off", idle_merge=0) as after,
+    ):
+        for p, q in queries[:20]:
+            recall_once(as_written, p, q)
+            recall_once(after, p, q)
+        for j, (p, q) in enumerate(queries):
+            pair = [("written", as_written), ("merged", after)]
+            for name, vault in pair if j % 2 else pair[::-1]:
+                times[name].append(recall_once(vault, p, q))
+            times["engine"].append(engine_floor_once(engines[p], q))
+    first: dict[str, list[float]] = {}
+    for idle in (0.0, 0.05):
+        path = tmp / f"writers-{idle}.db"
+        first[f"idle_merge={idle:g}"] = after_pauses = []
+        with memvault.open("sqlite", path=str(path), scanner="off", synchronous="normal", idle_merge=idle) as vault:
+            for burst in range(60):
+                for i in range(12):
+                    vault.retain(
+                        memvault.RetainRequest(
+                            workspace_id="bench",
+                            agent_id=f"agent-{i % 4}",
+                            tier="daily",
+                            key=f"2024-02-{1 + burst % 28:02d}",
+                            content=f"{lines[(burst * 12 + i) % len(lines)]}\n",
+                            mode="append",
+                        )
+                    )
+                time.sleep(0.08)  # past idle_merge: merge steps have started on the four shards
+                start = time.perf_counter()
+                vault.retain(
+                    memvault.RetainRequest(
+                        workspace_id="bench",
+                        agent_id=f"agent-{burst % 4}",
+                        tier="daily",
+                        key="2024-01-01",
+                        content="one more line after a pause\n",
+                        mode="append",
+                    )
+                )
+                after_pauses.append(time.perf_counter() - start)
+    return {
+        "segments_written": segments(written),
+        "segments_merged": segments(merged),
+        "merge_steps": steps,
+        "merge_s": merge_s,
+        "written_p50": statistics.median(times["written"]),
+        "merged_p50": statistics.median(times["merged"]),
+        "engine_p50": statistics.median(times["engine"]),
+        "first_retain": {k: (statistics.median(v), max(v)) for k, v in first.items()},
+    }
 
 
 # -- main -----------------------------------------------------------------------
@@ -555,6 +655,20 @@ def main() -> None:
             f"(per question: median {statistics.median(row['ratios']):.2f}, p90 {pct(row['ratios'], 0.9):.2f}); "
             f"raw ranged MATCH p50 {ms(row['raw_p50'])} "
             f"(floor {ms(row['raw_floor_p50'])}; global MATCH filtered by partition {ms(row['raw_global_p50'])})"
+        )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        m = merge_effect(Path(tmp), lines, questions)
+        print(
+            f"written by single retains (10 partitions x 1,000 lines, one line per retain), LoCoMo questions: "
+            f"recall p50 as written {ms(m['written_p50'])} (segments per shard {min(m['segments_written'])}-"
+            f"{max(m['segments_written'])}), after the idle merge {ms(m['merged_p50'])} (segments "
+            f"{min(m['segments_merged'])}-{max(m['segments_merged'])}), "
+            f"ratio {m['merged_p50'] / m['written_p50']:.3f}; "
+            f"engine floor p50 {ms(m['engine_p50'])}: {m['written_p50'] / m['engine_p50']:.2f}x as written, "
+            f"{m['merged_p50'] / m['engine_p50']:.2f}x merged; merge_index {m['merge_steps']} steps in "
+            f"{m['merge_s'] * 1e3:.0f} ms; the first retain after a pause (p50 / max): "
+            + ", ".join(f"{k} {v[0] * 1e6:.0f} / {v[1] * 1e6:.0f} us" for k, v in m["first_retain"].items())
         )
 
     for n_partitions in sizes:

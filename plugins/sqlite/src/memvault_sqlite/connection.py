@@ -318,6 +318,10 @@ class Database:
                     conn.rollback()
                 raise
 
+    def writers_idle(self) -> bool:
+        """Whether no write of this process holds or waits for the writer turn (a hint: it may change at once)."""
+        return not self._pending and self._writers.idle()
+
     # -- group commit ----------------------------------------------------------
 
     def in_group(self) -> bool:

@@ -11,6 +11,7 @@ erasures in :mod:`memvault_sqlite.scrub`; the schema and its migrations in
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import logging
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -42,6 +43,7 @@ from memvault.hooks.markers import hookimpl
 from memvault.search import Candidate, index_terms, rank_candidates
 from memvault_sqlite import schema
 from memvault_sqlite.connection import MEMORY, Database, newer_message, translated
+from memvault_sqlite.merge import Merger
 from memvault_sqlite.scrub import BACKGROUND_BUSY_MS, Scrubber
 from memvault_sqlite.search import CANDIDATE_BUDGET, first_fitting, fts_query, likely_first_fitting, narrowed_queries
 
@@ -67,6 +69,9 @@ class SqliteProvider:
     :param scrub_wait: seconds a forget waits for readers to leave the write-ahead
         log so the erased text can be scrubbed from it; after that the forget
         answers ``pending=True`` and the scrub finishes later (contract P24).
+    :param idle_merge: seconds without a write from this vault after which a
+        background thread merges the search-index segments its writes left, in
+        short bounded steps (:mod:`memvault_sqlite.merge`); ``0`` turns it off.
     """
 
     capabilities: Final = frozenset(
@@ -81,13 +86,23 @@ class SqliteProvider:
     )
 
     def __init__(
-        self, path: str = "memvault.db", timeout: float = 10.0, synchronous: str = "full", scrub_wait: float = 2.0
+        self,
+        path: str = "memvault.db",
+        timeout: float = 10.0,
+        synchronous: str = "full",
+        scrub_wait: float = 2.0,
+        idle_merge: float = 1.0,
     ) -> None:
         if scrub_wait < 0:
             raise InvalidRequest("scrub_wait must be zero or a positive number of seconds", field="scrub_wait")
+        if idle_merge < 0:
+            raise InvalidRequest(
+                "idle_merge must be zero (no merging) or a positive number of seconds", field="idle_merge"
+            )
         self.db = Database(path, timeout=timeout, synchronous=synchronous)
         self.scrub_wait = float(scrub_wait)
         self._scrubber = Scrubber(self.db)
+        self._merger = Merger(self.db, float(idle_merge))
         #: A retain inside a write group found erasures awaiting their scrub: finish them after it.
         self._scrub_after_group = False
         try:
@@ -156,9 +171,30 @@ class SqliteProvider:
 
     @translated("close")
     def close(self) -> None:
-        """Stop the background scrub and close every connection this provider opened. Idempotent."""
+        """Stop the background scrub and merging, and close every connection this provider opened. Idempotent."""
         self._scrubber.stop()
+        self._merger.stop()
         self.db.close()
+
+    @translated("merge")
+    def merge_index(self) -> int:
+        """Merge every shard's search-index segments now, as the idle merge does in the background.
+
+        For after a bulk load, or with ``idle_merge = 0``: recall then visits one segment per
+        level instead of the dozen or more that many small writes leave. Each step is a short
+        transaction of its own, in this process's writer turn. An in-memory database is left
+        as it is.
+
+        :return: the merge steps taken (0: nothing needed merging).
+        """
+        if self.db.memory:
+            return 0
+        steps = 0
+        for shard in range(schema.FTS_SHARDS):
+            step = functools.partial(self._merger.step, shard, busy_ms=int(self.db.timeout * 1000))
+            while not self.db.retry(step, "merge"):
+                steps += 1
+        return steps
 
     # -- verbs -----------------------------------------------------------------
 
@@ -171,7 +207,7 @@ class SqliteProvider:
         # thread: the write below may run on the group-commit writer thread.
         check = current_stored_check()
 
-        def write(conn: sqlite3.Connection) -> tuple[RetainResult, bool]:
+        def write(conn: sqlite3.Connection) -> tuple[RetainResult, bool, int]:
             # Runs in the writer thread's transaction (group commit), under its own SAVEPOINT.
             part = ref.partition
             # One statement finds the partition, the document and whether erasures await their scrub
@@ -235,9 +271,10 @@ class SqliteProvider:
                 )
             if request.data_subject_id:
                 schema.tag_document(conn, doc_id, part.workspace_id, request.data_subject_id)
-            return RetainResult(id=label, bytes=size, warning=warning), pending
+            return RetainResult(id=label, bytes=size, warning=warning), pending, pid
 
-        result, pending = self.db.commit(write, "retain")
+        result, pending, pid = self.db.commit(write, "retain")
+        self._merger.wrote(pid % schema.FTS_SHARDS)
         if pending:
             if self.db.in_group():
                 self._scrub_after_group = True  # the scrub needs the writer turn the group holds

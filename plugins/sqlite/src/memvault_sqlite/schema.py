@@ -48,6 +48,7 @@ __all__ = [
     "body_sha256",
     "delete_document",
     "fts_levels",
+    "fts_shape",
     "fts_table",
     "migrate",
     "optimize_fts",
@@ -94,6 +95,14 @@ def fts_levels(conn: sqlite3.Connection, shard: int) -> int | None:
     one this reads (a 4-byte cookie, an optional version-2 marker, then the level count
     as an SQLite varint): the shard is then left as it is.
     """
+    shape = fts_shape(conn, shard)
+    return None if shape is None else shape[0]
+
+
+def fts_shape(conn: sqlite3.Connection, shard: int) -> tuple[int, int] | None:
+    """The FTS5 index of shard ``shard`` as (levels, segments), read from its structure record
+    (after the cookie and the optional version-2 marker, the level count and the segment count
+    as SQLite varints); ``None`` as for :func:`fts_levels`."""
     try:
         row = conn.execute(f"SELECT block FROM {fts_table(shard)}_data WHERE id = ?", (_STRUCTURE_ROWID,)).fetchone()
     except sqlite3.OperationalError:  # no such table: the shard was never created
@@ -102,13 +111,22 @@ def fts_levels(conn: sqlite3.Connection, shard: int) -> int | None:
     if not isinstance(block, bytes) or len(block) < 5:
         return None
     at = 8 if block[4:8] == _STRUCTURE_V2 else 4
+    levels = _varint(block, at)
+    if levels is None:
+        return None
+    segments = _varint(block, levels[1])
+    return None if segments is None else (levels[0], segments[0])
+
+
+def _varint(block: bytes, at: int) -> tuple[int, int] | None:
+    """The SQLite varint at ``block[at:]`` and the offset after it (``None`` if the block ends first)."""
     value = 0
     for i, byte in enumerate(block[at : at + 9]):
         if i == 8:
-            return (value << 8) | byte
+            return (value << 8) | byte, at + 9
         value = (value << 7) | (byte & 0x7F)
         if not byte & 0x80:
-            return value
+            return value, at + i + 1
     return None
 
 
