@@ -85,3 +85,54 @@ def test_a_schema_2_store_is_migrated_to_the_reordered_constraint(cluster: Tempo
         ).fetchall()
     assert version == (str(SCHEMA_VERSION),)
     assert columns == [("UNIQUE (tier, key, partition_id)",)]
+
+
+def _gin_leaves(conn: object, schema_name: str) -> list[tuple[str, list[str] | None]]:
+    """Each shard's GIN index over the lines' tsvector, with its storage options."""
+    return conn.execute(  # type: ignore[attr-defined,no-any-return]
+        "SELECT c.relname, c.reloptions FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = %s::regclass ORDER BY c.relname",
+        (f"{schema_name}.lines_search",),
+    ).fetchall()
+
+
+def test_the_lines_gin_indexes_keep_no_pending_list(cluster: TemporaryCluster, schema_name: str) -> None:
+    """Schema 4: new entries go straight into the index, so a search never reads a pending list whole."""
+    with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as vault:
+        for i in range(200):
+            vault.retain(_append("2026-03-01", f"note {i} about the tide\n"))
+        with cluster.admin("memvault") as conn:
+            leaves = _gin_leaves(conn, schema_name)
+            assert len(leaves) == SHARDS
+            assert all(options is not None and "fastupdate=off" in options for _, options in leaves)
+            flushed = sum(
+                conn.execute(f"SELECT gin_clean_pending_list('{schema_name}.{name}'::regclass)").fetchone()[0]
+                for name, _ in leaves
+            )
+        assert flushed == 0  # nothing was pending
+        assert len(vault.recall(memvault.RecallRequest(workspace_id="w", agent_id="a", query="tide")).hits) == 20
+
+
+def test_a_schema_3_store_is_migrated_and_its_pending_lists_merged(cluster: TemporaryCluster, schema_name: str) -> None:
+    with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as vault:
+        _no_autovacuum(cluster, schema_name)  # no vacuum merges the pending lists behind the test's back
+        with cluster.admin("memvault") as conn:
+            for name, _ in _gin_leaves(conn, schema_name):  # what schema 3 had: PostgreSQL's default
+                conn.execute(f"ALTER INDEX {schema_name}.{name} RESET (fastupdate)")
+        for i in range(100):  # into the pending lists
+            vault.retain(_append("2026-03-02", f"high tide {i}\n"))
+    with cluster.admin("memvault") as conn:
+        conn.execute(f"UPDATE {schema_name}.meta SET value = '3' WHERE key = 'schema_version'")
+    with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as vault:
+        hits = vault.recall(memvault.RecallRequest(workspace_id="w", agent_id="a", query="high tide 42")).hits
+        assert hits[0].snippet == "high tide 42"
+    with cluster.admin("memvault") as conn:
+        version = conn.execute(f"SELECT value FROM {schema_name}.meta WHERE key = 'schema_version'").fetchone()
+        leaves = _gin_leaves(conn, schema_name)
+        left = sum(
+            conn.execute(f"SELECT gin_clean_pending_list('{schema_name}.{name}'::regclass)").fetchone()[0]
+            for name, _ in leaves
+        )
+    assert version == (str(SCHEMA_VERSION),)
+    assert all(options is not None and "fastupdate=off" in options for _, options in leaves)
+    assert left == 0  # the migration merged them
