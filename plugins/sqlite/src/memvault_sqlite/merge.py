@@ -107,7 +107,7 @@ class Merger:
                     continue
             try:
                 done = self.step(shard, busy_ms=_BUSY_MS)
-            except (sqlite3.Error, MemvaultError) as exc:
+            except (sqlite3.Error, MemvaultError, OSError) as exc:  # the thread must outlive any failed step
                 if isinstance(exc, sqlite3.Error) and is_busy(exc):
                     # Another process writes: this shard waits for another idle spell.
                     with self._wake:
