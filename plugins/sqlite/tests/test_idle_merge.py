@@ -233,3 +233,10 @@ def test_one_merging_thread_serves_every_idle_spell(db_path: Path) -> None:
             time.sleep(0.1)
             seen |= {t.ident for t in threading.enumerate() if t.name.startswith("memvault-sqlite-merge")}
         assert len(seen) == 1
+
+
+def test_merge_index_on_a_closed_vault_says_it_is_closed(db_path: Path) -> None:
+    vault = memvault.open("sqlite", path=str(db_path), scanner="off")
+    vault.close()
+    with pytest.raises(memvault.UpstreamError, match="is closed: open a new vault"):
+        vault.provider.merge_index()

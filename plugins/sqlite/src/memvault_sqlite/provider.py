@@ -69,9 +69,10 @@ class SqliteProvider:
     :param scrub_wait: seconds a forget waits for readers to leave the write-ahead
         log so the erased text can be scrubbed from it; after that the forget
         answers ``pending=True`` and the scrub finishes later (contract P24).
-    :param idle_merge: seconds without a write from this vault after which a
-        background thread merges the search-index segments its writes left, in
-        short bounded steps (:mod:`memvault_sqlite.merge`); ``0`` turns it off.
+    :param idle_merge: seconds a shard of the search index goes without a write
+        from this vault before a background thread merges the segments the
+        writes left, in short bounded steps (:mod:`memvault_sqlite.merge`);
+        ``0`` turns it off (:meth:`merge_index` still merges on demand).
     """
 
     capabilities: Final = frozenset(
@@ -187,6 +188,7 @@ class SqliteProvider:
 
         :return: the merge steps taken (0: nothing needed merging).
         """
+        self.db.conn()  # a closed provider says so
         if self.db.memory:
             return 0
         steps = 0
