@@ -580,15 +580,16 @@ class _Grouped:
         subjects = step.subjects or ("",)
         if self.requests and (step.action == "replace" or len(self.requests) + len(subjects) > GROUP_SIZE):
             self.flush()
-        if step.action == "replace":
-            try:
+        try:
+            if step.action == "replace":
                 _forget(self.vault, info)
-            except MemvaultError as exc:
-                error = _located(exc, info, number)
-                if error is exc:
-                    raise
-                raise error from exc
-        self.requests.extend(_request(info, entry.body, subject) for subject in subjects)
+            requests = [_request(info, entry.body, subject) for subject in subjects]
+        except MemvaultError as exc:
+            error = _located(exc, info, number)
+            if error is exc:
+                raise
+            raise error from exc
+        self.requests.extend(requests)
         self.documents.append((number, info, step.action, len(subjects)))
         if len(self.requests) >= GROUP_SIZE:
             self.flush()
