@@ -585,14 +585,8 @@ def test_import_with_write_groups_replaces_outside_the_groups_and_keeps_only_the
     assert not provider.forgot_in_group
 
 
-class _GroupingFailsOnPeers(_Grouping):
-    broken = True
-
-    @hookimpl
-    def memvault_retain(self, request: RetainRequest) -> RetainResult:
-        if self.broken and request.tier is memvault.Tier.PEERS:
-            raise memvault.UpstreamError("disk full")
-        return super().memvault_retain(request)
+class _GroupingFailsOnPeers(_FailsOnPeers, _Grouping):
+    """The failing target of the threaded test, with a write group."""
 
 
 def test_a_failed_import_through_write_groups_names_the_document_and_a_rerun_finishes_it(exported: Path) -> None:

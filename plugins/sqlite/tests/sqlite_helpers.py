@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import memvault
@@ -49,3 +51,13 @@ def poison_lines(db_path: Path) -> None:
     )
     conn.commit()
     conn.close()
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 20.0, interval: float = 0.02) -> bool:
+    """Poll ``predicate`` until it is true (then ``True``) or ``timeout`` seconds have passed (``False``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False

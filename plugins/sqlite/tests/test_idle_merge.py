@@ -14,7 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from sqlite_helpers import raw_bytes
+from sqlite_helpers import raw_bytes, wait_until
 
 import memvault
 from memvault_sqlite import schema
@@ -41,15 +41,6 @@ def _shape(db_path: Path, agent: str = "a") -> tuple[int, int]:
     return shape
 
 
-def _until(condition: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def _hits(vault: memvault.Vault, query: str, agent: str = "a") -> list[tuple[str, int, str, float]]:
     request = memvault.RecallRequest(workspace_id="w", agent_id=agent, query=query, limit=50)
     return [(h.source, h.line, h.snippet, h.score) for h in vault.recall(request).hits]
@@ -62,7 +53,7 @@ def test_a_shard_written_line_by_line_is_merged_once_the_vault_is_idle(db_path: 
         levels, segments = _shape(db_path)
         assert segments >= 8  # what FTS5's own automerge leaves
         before = [_hits(vault, q) for q in ("walrus3", "garden note", "note 17", "about walrus5 garden")]
-        assert _until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
+        assert wait_until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
         # The same terms in fewer segments: every recall answers exactly as before.
         assert [_hits(vault, q) for q in ("walrus3", "garden note", "note 17", "about walrus5 garden")] == before
         assert _shape(db_path)[0] <= levels + 1
@@ -107,7 +98,7 @@ def test_no_merge_runs_while_writes_keep_coming(db_path: Path) -> None:
                 )
             ).fetchone()
         assert usermerge is None  # not one merge step ran (the first sets usermerge)
-        assert _until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
+        assert wait_until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
 
 
 def test_many_idle_merges_never_deepen_the_index(db_path: Path) -> None:
@@ -118,7 +109,7 @@ def test_many_idle_merges_never_deepen_the_index(db_path: Path) -> None:
         for cycle in range(60):
             for i in range(8):
                 vault.retain(_line(cycle * 8 + i, key=f"2025-03-{1 + cycle % 28:02d}"))
-            assert _until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
+            assert wait_until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
         levels, _ = _shape(db_path)
         assert levels <= 8
         assert _hits(vault, "walrus3 note 475")[0][2] == "note 475 about the garden and walrus6"
@@ -145,13 +136,13 @@ def test_erasure_after_idle_merges_leaves_no_bytes(db_path: Path) -> None:
         )
         for i in range(60, 120):
             vault.retain(_line(i))
-        assert _until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
+        assert wait_until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
         assert marker.encode() in raw_bytes(db_path)
         vault.forget(memvault.ForgetRequest(workspace_id="w", agent_id="a", id="daily/2025-03-02.md"))
         vault.forget(memvault.ForgetRequest(workspace_id="w", data_subject_id="s1"))
         for i in range(120, 200):  # more writes and merges after the erasure
             vault.retain(_line(i))
-        assert _until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
+        assert wait_until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
         assert _hits(vault, marker) == []
     assert marker.encode() not in raw_bytes(db_path)
 
@@ -164,7 +155,7 @@ def test_closing_right_after_writes_stops_the_merge_thread(db_path: Path) -> Non
     started = time.monotonic()
     vault.close()
     assert time.monotonic() - started < 3.0
-    assert _until(lambda: not [t for t in threading.enumerate() if t.name.startswith("memvault-sqlite-merge")], 3.0)
+    assert wait_until(lambda: not [t for t in threading.enumerate() if t.name.startswith("memvault-sqlite-merge")], 3.0)
     with memvault.open("sqlite", path=str(db_path), scanner="off") as again:
         assert _hits(again, "garden walrus2") == before
 
@@ -178,7 +169,7 @@ def test_another_process_holding_the_write_lock_only_delays_the_merge(db_path: P
             time.sleep(0.5)
             assert _shape(db_path)[1] >= MERGE_MIN_SEGMENTS
             other.execute("ROLLBACK")
-        assert _until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
+        assert wait_until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
 
 
 def test_merge_index_merges_every_shard_now_and_then_has_nothing_to_do(db_path: Path) -> None:
@@ -229,7 +220,7 @@ def test_one_merging_thread_serves_every_idle_spell(db_path: Path) -> None:
         for spell in range(3):
             for i in range(100):
                 vault.retain(_line(spell * 100 + i))
-            assert _until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
+            assert wait_until(lambda: _shape(db_path)[1] < MERGE_MIN_SEGMENTS)
             time.sleep(0.1)
             seen |= {t.ident for t in threading.enumerate() if t.name.startswith("memvault-sqlite-merge")}
         assert len(seen) == 1

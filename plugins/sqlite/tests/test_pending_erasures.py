@@ -15,13 +15,12 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlite_helpers import raw_bytes, recall, retain
+from sqlite_helpers import raw_bytes, recall, retain, wait_until
 
 import memvault
 
@@ -57,15 +56,6 @@ def forget_subject(vault: memvault.Vault) -> memvault.ForgetResult:
 def put_marker(vault: memvault.Vault) -> None:
     retain(vault, "".join(f"ordinary line {i} about gardens\n" for i in range(50)), tier="pins")
     retain(vault, f"{MARKER} lives at 4 Elm Street\n", tier="peers", key="bob", data_subject_id=SUBJECT)
-
-
-def wait_until(predicate: object, timeout: float = DEADLINE) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_erasure_blocked_by_a_reader_is_reported_pending_not_complete(quick: memvault.Vault, db_path: Path) -> None:
@@ -104,7 +94,7 @@ def test_pending_erasure_finishes_without_a_retry_once_readers_leave(quick: memv
     put_marker(quick)
     with held_reader(db_path):
         assert forget_subject(quick).pending
-    assert wait_until(lambda: quick.health().pending_erasures == 0)
+    assert wait_until(lambda: quick.health().pending_erasures == 0, DEADLINE)
     assert MARKER.encode() not in raw_bytes(db_path)
 
 
