@@ -1,8 +1,8 @@
 """The search index's segments are merged in idle time (``idle_merge``), in steps that never deepen it.
 
 Every retain commits a small FTS5 segment; a shard written line by line held 12-18 of
-them and every query visited each. Once a vault has gone ``idle_merge`` seconds without
-a write, a background thread merges the shards it wrote in short bounded steps.
+them and every query visited each. Once a shard has gone ``idle_merge`` seconds without
+a write from the vault, a background thread merges it in short bounded steps.
 """
 
 from __future__ import annotations
