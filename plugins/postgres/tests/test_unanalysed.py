@@ -50,14 +50,24 @@ def test_a_recall_before_the_first_analyze_joins_documents_by_primary_key(
             ).fetchone()
         assert analysed == (0,)  # still planning without statistics
         request = memvault.RecallRequest(workspace_id="w", agent_id="a", query="walrus notes", limit=20)
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            hits = vault.recall(request).hits
-            times.append(time.perf_counter() - start)
-        assert len(hits) == 20
-        # 1,000 candidate lines: 1-5 ms by primary key, 70-130 ms through the partition id alone.
-        assert statistics.median(times) < 0.030, times
+
+        def median_recall() -> float:
+            times = []
+            for _ in range(7):
+                start = time.perf_counter()
+                hits = vault.recall(request).hits
+                times.append(time.perf_counter() - start)
+            assert len(hits) == 20
+            return statistics.median(times)
+
+        before = median_recall()
+        with cluster.admin("memvault") as conn:
+            conn.execute(f"ANALYZE {schema_name}.documents, {schema_name}.lines")
+        after = median_recall()
+        # 1,000 candidate lines, against the same recall once the shards have statistics (same run,
+        # same machine): about the same by primary key; 7-14x through the partition id alone
+        # (90-130 ms against 14 ms when this was found).
+        assert before < 3 * after, (before, after)
 
 
 def test_a_schema_2_store_is_migrated_to_the_reordered_constraint(cluster: TemporaryCluster, schema_name: str) -> None:
