@@ -27,6 +27,7 @@ May import: the facade and every layer below it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 from collections.abc import Callable, Iterator
@@ -543,16 +544,11 @@ def _write(vault: Vault, number: int, entry: ExportedDocument, step: _Step) -> s
     info = entry.document
     if step.action == "skip":
         return "unchanged"
-    try:
+    with _naming(info, number):
         if step.action == "replace":
             _forget(vault, info)
         for subject in step.subjects or ("",):
             vault.retain(_request(info, entry.body, subject))
-    except MemvaultError as exc:
-        error = _located(exc, info, number)
-        if error is exc:
-            raise
-        raise error from exc
     return "tagged" if step.action == "tag" else "written"
 
 
@@ -580,15 +576,10 @@ class _Grouped:
         subjects = step.subjects or ("",)
         if self.requests and (step.action == "replace" or len(self.requests) + len(subjects) > GROUP_SIZE):
             self.flush()
-        try:
+        with _naming(info, number):
             if step.action == "replace":
                 _forget(self.vault, info)
             requests = [_request(info, entry.body, subject) for subject in subjects]
-        except MemvaultError as exc:
-            error = _located(exc, info, number)
-            if error is exc:
-                raise
-            raise error from exc
         self.requests.extend(requests)
         self.documents.append((number, info, step.action, len(subjects)))
         if len(self.requests) >= GROUP_SIZE:
@@ -603,10 +594,8 @@ class _Grouped:
         for number, info, action, how_many in self.documents:
             for outcome in outcomes[at : at + how_many]:
                 if isinstance(outcome, MemvaultError):
-                    error = _located(outcome, info, number)
-                    if error is outcome:
+                    with _naming(info, number):
                         raise outcome
-                    raise error from outcome
             at += how_many
             self._count("tagged" if action == "tag" else "written")
         self.requests.clear()
@@ -618,12 +607,17 @@ class _Grouped:
             self.progress(1)
 
 
-def _located(exc: MemvaultError, info: DocumentInfo, number: int) -> MemvaultError:
-    """``exc`` with the document and the file's line in front of its message (itself when its type has
-    further fields that ``type(exc)(message)`` cannot rebuild)."""
-    if not _plain(exc):
-        return exc
-    return type(exc)(f"importing {_where(info)} (line {number}): {exc}")
+@contextlib.contextmanager
+def _naming(info: DocumentInfo, number: int) -> Iterator[None]:
+    """A memvault error raised inside comes out with the document and the file's line in front of
+    its message, the original chained (as it is when its type has further fields that
+    ``type(exc)(message)`` cannot rebuild)."""
+    try:
+        yield
+    except MemvaultError as exc:
+        if not _plain(exc):
+            raise
+        raise type(exc)(f"importing {_where(info)} (line {number}): {exc}") from exc
 
 
 def _plain(exc: MemvaultError) -> bool:
