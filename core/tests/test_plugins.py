@@ -179,6 +179,17 @@ def test_string_settings_are_converted_by_annotation(plugin_dir: Path) -> None:
         coerce_settings(info, {"fast": "perhaps"})
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", float("nan"), float("inf")])
+def test_a_float_setting_must_be_finite(plugin_dir: Path, value: object) -> None:
+    """From the CLI (a string) or TOML and Python (a float): nan passes every sign check a provider
+    makes and inf overflows a timeout, so neither reaches the provider."""
+    registry = Registry(entry_points=[provider_plugin(plugin_dir, "fakeplug_f", "f")])
+    with pytest.raises(InvalidRequest, match="ratio=.*not a .*finite") as info:
+        coerce_settings(registry.get("f"), {"ratio": value})
+    assert info.value.field == "ratio"
+    assert coerce_settings(registry.get("f"), {"ratio": 1e300})["ratio"] == 1e300
+
+
 def test_unknown_scanner_name_is_an_error() -> None:
     with pytest.raises(PluginError, match="no scanner named 'nosuch'"):
         memvault.open("memory", scanner="nosuch")

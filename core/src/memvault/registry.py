@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import math
 import os
 import re
 import threading
@@ -443,12 +444,21 @@ def _hints(factory: Callable[..., object]) -> dict[str, Any]:
 
 
 def _coerce(value: object, hint: Any, key: str, provider: str) -> object:
-    if not isinstance(value, str) or hint is None:
+    if hint is None:
         return value
     origin = typing.get_origin(hint)
     if origin is typing.Union or origin is types.UnionType:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         hint = args[0] if len(args) == 1 else str
+    if hint is float and isinstance(value, float) and not math.isfinite(value):
+        # From TOML (inf, nan) or Python: no float setting means "forever" or "undefined";
+        # left through, nan passes every sign check and inf overflows a timeout.
+        raise InvalidRequest(
+            f"setting {key}={value!r} of provider {provider!r} is not a finite number: give a finite one",
+            field=key,
+        )
+    if not isinstance(value, str):
+        return value
     try:
         if hint is bool:
             low = value.strip().lower()
@@ -460,7 +470,10 @@ def _coerce(value: object, hint: Any, key: str, provider: str) -> object:
         if hint is int:
             return int(value)
         if hint is float:
-            return float(value)
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValueError("not a finite number")
+            return number
         if hint is Path:
             return Path(value)
     except ValueError as exc:

@@ -17,6 +17,7 @@ May import: :mod:`memvault.contract`, :mod:`memvault.hooks`,
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -119,8 +120,8 @@ class Vault:
         if health_timeout is None:
             remote = Capability.REMOTE in self.capabilities
             health_timeout = REMOTE_HEALTH_DEADLINE if remote else LOCAL_HEALTH_DEADLINE
-        if health_timeout <= 0:
-            raise InvalidRequest("health_timeout must be a positive number of seconds", field="health_timeout")
+        if not 0 < health_timeout < math.inf:  # nan fails it too
+            raise InvalidRequest("health_timeout must be a positive, finite number of seconds", field="health_timeout")
         self.health_timeout = float(health_timeout)
         self.plugin_manager = make_manager(provider_specs, lifecycle_specs)
         for index, (source, plugin) in enumerate(get_registry().vault_plugins()):

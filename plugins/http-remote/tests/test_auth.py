@@ -191,6 +191,14 @@ def test_malformed_token_entries_are_rejected_naming_the_field(entry: dict[str, 
     assert info.value.field == field
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0, -1.0])
+def test_a_server_timeout_must_be_positive_and_finite(value: float) -> None:
+    """TOML allows nan and inf; nan passed the old `<= 0` check, and neither is a timeout."""
+    with pytest.raises(InvalidRequest, match="request_timeout must be a positive, finite number") as info:
+        ServerSettings.from_table({"request_timeout": value})
+    assert info.value.field == "request_timeout"
+
+
 def test_unknown_server_key_is_rejected_with_the_key_named() -> None:
     with pytest.raises(InvalidRequest, match="prot") as info:
         ServerSettings.from_table({"prot": 8765})

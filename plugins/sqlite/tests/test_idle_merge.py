@@ -17,7 +17,7 @@ import pytest
 from sqlite_helpers import raw_bytes, wait_until
 
 import memvault
-from memvault_sqlite import schema
+from memvault_sqlite import SqliteProvider, schema
 from memvault_sqlite.merge import MERGE_MIN_SEGMENTS
 
 
@@ -74,9 +74,11 @@ def test_idle_merge_zero_leaves_the_segments_as_automerge_left_them(db_path: Pat
         assert not [t for t in threading.enumerate() if t.name.startswith("memvault-sqlite-merge")]
 
 
-def test_a_negative_idle_merge_is_refused_saying_what_it_takes(db_path: Path) -> None:
-    with pytest.raises(memvault.InvalidRequest, match="idle_merge must be zero .* or a positive number of seconds"):
-        memvault.open("sqlite", path=str(db_path), idle_merge=-1)
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf")])
+def test_a_negative_or_non_finite_idle_merge_is_refused_saying_what_it_takes(db_path: Path, value: float) -> None:
+    """Built directly (no registry in between): nan passed a `< 0` check, and inf is no idle time."""
+    with pytest.raises(memvault.InvalidRequest, match="idle_merge must be zero .* or a positive, finite number"):
+        SqliteProvider(path=str(db_path), idle_merge=value)
 
 
 def test_no_merge_runs_while_writes_keep_coming(db_path: Path) -> None:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import select
 import socket
 import ssl
@@ -289,8 +290,10 @@ class HttpRemoteProvider:
                 f"url {url!r} is not an http(s) URL: set url to the service's address, e.g. http://127.0.0.1:8765",
                 field="url",
             )
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise InvalidRequest(f"timeout must be a positive number of seconds, got {timeout!r}", field="timeout")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise InvalidRequest(
+                f"timeout must be a positive, finite number of seconds, got {timeout!r}", field="timeout"
+            )
         if isinstance(batch_max, bool) or not isinstance(batch_max, int) or batch_max < 0:
             raise InvalidRequest(
                 f"batch_max must be a whole number >= 0 (0 or 1: no batching), got {batch_max!r}", field="batch_max"

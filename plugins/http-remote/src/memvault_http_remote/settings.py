@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -102,8 +103,11 @@ class _TokensFile:
 
 
 def _positive(instance: object, attribute: Any, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise InvalidRequest(f"server.{attribute.name} must be a positive number, got {value!r}", field=attribute.name)
+    # `not 0 < value < inf`: nan (which TOML allows) fails it too, as does inf (a timeout that never ends).
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InvalidRequest(
+            f"server.{attribute.name} must be a positive, finite number, got {value!r}", field=attribute.name
+        )
 
 
 def _port(instance: object, attribute: Any, value: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import logging
+import math
 import random
 import re
 import threading
@@ -234,8 +235,8 @@ class PostgresProvider:
             ("connect_timeout", connect_timeout),
             ("erase_lock_timeout", erase_lock_timeout),
         ):
-            if value <= 0:
-                raise InvalidRequest(f"{name} must be a positive number of seconds", field=name)
+            if not 0 < value < math.inf:  # nan fails it too
+                raise InvalidRequest(f"{name} must be a positive, finite number of seconds", field=name)
         if pool_size < 1:
             raise InvalidRequest("pool_size must be at least 1", field="pool_size")
         try:

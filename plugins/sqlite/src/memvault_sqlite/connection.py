@@ -13,6 +13,7 @@ provider's hook methods): the core never sees a raw ``sqlite3.Error``
 from __future__ import annotations
 
 import functools
+import math
 import os
 import random
 import sqlite3
@@ -183,8 +184,8 @@ class Database:
                 f"synchronous {synchronous!r} is not a SQLite synchronous level: use one of {', '.join(SYNCHRONOUS)}",
                 field="synchronous",
             )
-        if timeout <= 0:
-            raise InvalidRequest("timeout must be a positive number of seconds", field="timeout")
+        if not 0 < timeout < math.inf:  # nan fails it too
+            raise InvalidRequest("timeout must be a positive, finite number of seconds", field="timeout")
         self.timeout = float(timeout)
         self.synchronous = synchronous.lower()
         self.memory = path == MEMORY

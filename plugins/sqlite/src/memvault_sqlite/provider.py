@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import logging
+import math
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -94,11 +95,11 @@ class SqliteProvider:
         scrub_wait: float = 2.0,
         idle_merge: float = 1.0,
     ) -> None:
-        if scrub_wait < 0:
-            raise InvalidRequest("scrub_wait must be zero or a positive number of seconds", field="scrub_wait")
-        if idle_merge < 0:
+        if not 0 <= scrub_wait < math.inf:  # nan fails it too
+            raise InvalidRequest("scrub_wait must be zero or a positive, finite number of seconds", field="scrub_wait")
+        if not 0 <= idle_merge < math.inf:
             raise InvalidRequest(
-                "idle_merge must be zero (no merging) or a positive number of seconds", field="idle_merge"
+                "idle_merge must be zero (no merging) or a positive, finite number of seconds", field="idle_merge"
             )
         self.db = Database(path, timeout=timeout, synchronous=synchronous)
         self.scrub_wait = float(scrub_wait)
