@@ -47,6 +47,7 @@ from memvault.contract.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from memvault.contract.forking import after_fork_in_child
 from memvault.contract.lifecycle import (
     LifecycleContext,
     MemoryVerbs,
@@ -159,6 +160,7 @@ __all__ = [
     "UpstreamError",
     "UpstreamTimeout",
     "Vault",
+    "after_fork_in_child",
     "body_sha256",
     "cap_warning",
     "check_cap",

@@ -384,6 +384,15 @@ _lock = threading.Lock()
 _registry: Registry | None = None
 
 
+def _new_lock() -> None:
+    global _lock
+    _lock = threading.Lock()  # in a forked child: another thread may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock)
+
+
 def get_registry() -> Registry:
     """The process-wide registry, loaded on first use."""
     global _registry

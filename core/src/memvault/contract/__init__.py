@@ -5,6 +5,7 @@
 * :mod:`memvault.contract.models`: requests, results, enums, caps, labels;
 * :mod:`memvault.contract.lifecycle`: what crosses the lifecycle hooks;
 * :mod:`memvault.contract.scanning`: the check a provider runs on the stored body of an append;
+* :mod:`memvault.contract.forking`: what a provider resets in a forked child;
 * :mod:`memvault.contract.registration`: the registration callbacks' protocols;
 * :mod:`memvault.contract.wire`: the one cattrs converter (JSON for the HTTP wire,
   config, export files and stored quarantine records).

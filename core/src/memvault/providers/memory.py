@@ -18,6 +18,7 @@ import attrs
 from attrs import frozen
 
 from memvault import search as text
+from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
     Capability,
     DocumentInfo,
@@ -68,6 +69,11 @@ class MemoryProvider:
         self._partitions: dict[Partition, dict[str, _Document]] = {}
         # Quarantine copies per workspace, by sha256, in the order they were kept (P30).
         self._quarantine: dict[str, dict[str, QuarantineRecord]] = {}
+        after_fork_in_child(self, type(self)._forked)
+
+    def _forked(self) -> None:
+        # In a forked child (P35): the child's copy of the documents, under a lock no lost thread holds.
+        self._lock = threading.Lock()
 
     @hookimpl
     def memvault_retain(self, request: RetainRequest) -> RetainResult:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any, Final
 
 from memvault.contract.errors import ContentRejected, InvalidRequest, PluginError
+from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
     MAX_RECALL_LIMIT,
     Capability,
@@ -68,6 +69,11 @@ STATES_SIZE: Final = 1024
 #: hashing 1-2 KB does, so shorter bodies are hashed again instead.
 STATE_MIN_CHARS: Final = 4096
 _UNKNOWN: Final = Finding(category="", pattern="", form="", excerpt="")
+
+
+def _new_lock(scanner: Any) -> None:
+    """In a forked child (P35): the verdict cache's lock, not one a thread the child lost holds."""
+    scanner._lock = threading.Lock()
 
 
 class BuiltinScanner:
@@ -108,6 +114,7 @@ class BuiltinScanner:
         self._keep: Any = None
         self._checks_stored = False
         self.scans = 0  # bodies actually scanned (cache misses), for tests and benchmarks
+        after_fork_in_child(self, _new_lock)
 
     def bind_vault(self, vault: Any) -> None:
         """Reach the vault's other plugins: every hook call below skips this scanner's own wrappers."""
