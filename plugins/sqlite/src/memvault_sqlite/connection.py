@@ -23,7 +23,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, cast
 
@@ -122,6 +122,129 @@ def _queue_for(key: str) -> WriterQueue:
         return queue
 
 
+# -- fork --------------------------------------------------------------------------------------
+#
+# SQLite keeps the locks a process holds on a file in process-wide state, which a fork copies.
+# A child whose parent had the file open at the fork believes it holds the parent's shared lock
+# without holding it, so the parent closing its last connection checkpoints and deletes the WAL
+# under the child's feet: the child's later commits go to a deleted file and are lost (measured:
+# 80-110 of 300 acknowledged retains), even on connections the child opened itself. And the
+# writer turn, the group-commit queue and the background threads' locks may be held at the fork
+# by threads the child does not have. So, before a fork, this process closes every connection
+# it is not using (each thread opens a new one on its next call); in the child, every lock,
+# queue and thread is new, and a file whose connection was inside a transaction at the fork
+# refuses writes with an error that says why.
+
+
+class _Depth:
+    """How deep one thread is inside the gate."""
+
+    __slots__ = ("__weakref__", "value")
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+class _ForkGate:
+    """Every use of a connection runs inside the gate (reentrant per thread); a fork waits until no
+    thread is inside, so the connections it closes are ones nobody is using, and holds new entries
+    back until it is done. (Closing a connection another thread is using crashes the interpreter.)
+
+    No lock on the way in or out: a thread raises its own depth, then looks at ``forking``; the fork
+    sets ``forking``, then reads every depth. Under the GIL one of them sees the other.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._depths: weakref.WeakSet[_Depth] = weakref.WeakSet()
+        self._register_lock = threading.Lock()
+        self._resumed = threading.Event()
+        self._resumed.set()
+        self.forking = False
+
+    def _depth(self) -> _Depth:
+        try:
+            depth: _Depth = self._local.depth
+        except AttributeError:
+            depth = self._local.depth = _Depth()
+            with self._register_lock:
+                self._depths.add(depth)
+        return depth
+
+    def serving(self) -> None:
+        """The calling thread works only for threads inside the gate (the group commit's writer): it is
+        not waited for (they are), and never held back (they wait for it)."""
+        self._local.depth = _Depth()  # not registered: never counted
+        self._local.depth.value = 1  # never at the outermost level: never held back
+
+    def __enter__(self) -> None:
+        depth = self._depth()
+        depth.value += 1
+        while self.forking and depth.value == 1:  # a fork is waiting for the threads inside: wait for it
+            depth.value = 0
+            self._resumed.wait()
+            depth.value = 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.depth.value -= 1
+
+    def close(self, timeout: float) -> bool:
+        """Hold new entries back and wait up to ``timeout`` s for the threads inside; whether none is."""
+        self._resumed.clear()
+        self.forking = True
+        mine = self._depth()  # the forking thread may itself be inside (a fork from a hook): not waited for
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._register_lock:
+                others = [d for d in self._depths if d is not mine and d.value]
+            if not others:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+
+    def open(self) -> None:
+        self.forking = False
+        self._resumed.set()
+
+
+_GATE = _ForkGate()
+#: How long a fork waits for this process's calls into SQLite to finish (then it forks anyway).
+_FORK_WAIT: Final = 5.0
+
+#: Every open database of this process.
+_OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
+#: Files of the parent's databases that had a connection in a transaction at the fork (child only).
+_TAINTED: set[str] = set()
+#: Connections a child inherited in a transaction: never used, kept so they are not closed.
+_INHERITED: list[sqlite3.Connection] = []
+
+
+def _before_fork() -> None:
+    databases = [db for db in list(_OPEN) if not db.memory]
+    if databases:
+        quiet = _GATE.close(_FORK_WAIT)
+        for db in databases:
+            db._close_idle_for_fork(quiet)
+
+
+def _after_fork_in_parent() -> None:
+    _GATE.open()
+
+
+def _after_fork_in_child() -> None:
+    global _QUEUES_LOCK, _GATE
+    _QUEUES_LOCK = threading.Lock()
+    _QUEUES.clear()
+    _GATE = _ForkGate()
+    for db in list(_OPEN):
+        db._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+
+
 class _Write:
     """One caller's write waiting for its group commit."""
 
@@ -214,6 +337,11 @@ class Database:
         self._pending: deque[_Write] = deque()
         self._pending_cond = threading.Condition(threading.Lock())
         self._committer: threading.Thread | None = None
+        #: Bumped when this process drops its connections (a fork): a thread's older one is not used again.
+        self._generation = 0
+        #: Called in a forked child, after the database itself is reset (the provider's background work).
+        self.after_fork: list[Callable[[], None]] = []
+        _OPEN.add(self)
 
     # -- connections ---------------------------------------------------------
 
@@ -243,13 +371,25 @@ class Database:
         return conn
 
     def conn(self) -> sqlite3.Connection:
-        """The calling thread's connection, opened on first use."""
+        """The calling thread's connection, opened on first use (and again after a fork)."""
         if self.closed:
             raise UpstreamError(f"the sqlite provider for {self.path} is closed: open a new vault")
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        return self._thread_conn()
+
+    def _thread_conn(self) -> sqlite3.Connection:
+        local = self._local
+        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        if conn is None or local.generation != self._generation:
+            if self.path in _TAINTED:
+                raise UpstreamError(
+                    f"sqlite database {self.path}: this process was forked while another thread of its parent "
+                    "was inside a transaction on it, so SQLite's locks here are not trustworthy and writing could "
+                    "lose data: open the vault in the child without forking from inside a vault call, or use "
+                    "multiprocessing's 'spawn' or 'forkserver' start method"
+                )
             conn = self.connect()
-            self._local.conn = conn
+            local.conn = conn
+            local.generation = self._generation
             with self._conn_lock:
                 dead = [c for t, c in self._connections if not t.is_alive()]
                 self._connections = [(t, c) for t, c in self._connections if t.is_alive()]
@@ -264,6 +404,46 @@ class Database:
         if not self.memory:
             st = os.stat(self.path)
             self.identity = (st.st_dev, st.st_ino)
+
+    def using(self) -> AbstractContextManager[None]:
+        """Enter around a use of this database's connections outside :meth:`translating` (background
+        work): a fork waits until it is over."""
+        return _GATE
+
+    def _close_idle_for_fork(self, quiet: bool) -> None:
+        """Before a fork: close this process's connections to the file that no thread is using.
+
+        :param quiet: no thread is inside a call (the gate): every connection may be closed.
+            Otherwise only the forking thread's own and those of threads that have ended.
+        """
+        me = threading.current_thread()
+        with self._conn_lock:
+            kept = []
+            for thread, conn in self._connections:
+                if (quiet or thread is me or not thread.is_alive()) and not conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        conn.close()
+                else:
+                    kept.append((thread, conn))
+            self._connections = kept
+            self._generation += 1
+
+    def _forked(self) -> None:
+        """In a forked child: new locks, queues and threads; none of the parent's connections is used."""
+        self._conn_lock = threading.Lock()
+        if not self.memory:
+            if self._connections:
+                _TAINTED.add(self.path)
+            _INHERITED.extend(conn for _thread, conn in self._connections)
+            self._connections = []
+        self._generation += 1
+        self._memory_lock = threading.RLock() if self.memory else None
+        self._writers = _queue_for(self._uri)
+        self._pending = deque()  # the parent's callers' writes: theirs to commit, not the child's
+        self._pending_cond = threading.Condition(threading.Lock())
+        self._committer = None
+        for reset in self.after_fork:
+            reset()
 
     def close(self) -> None:
         """Finish the queued writes, then close every connection opened through :meth:`conn`. Idempotent."""
@@ -435,6 +615,8 @@ class Database:
         return cast(_T, write.result)
 
     def _commit_loop(self) -> None:
+        # Every write this thread commits is a caller's, who waits inside the fork gate for it.
+        _GATE.serving()
         while True:
             with self._pending_cond:
                 while not self._pending and not self.closed:
@@ -455,7 +637,7 @@ class Database:
 
     def _commit_batch(self, batch: list[_Write]) -> None:
         # Its own connection, also while close() waits for the queue to drain.
-        conn: sqlite3.Connection = getattr(self._local, "conn", None) or self.conn()
+        conn = self._thread_conn()
         outcomes: list[tuple[bool, Any]] = []
 
         verb = batch[0].verb if len({w.verb for w in batch}) == 1 else "write"
@@ -515,13 +697,17 @@ class Database:
 
     @contextmanager
     def translating(self, verb: str) -> Iterator[None]:
-        """Turn a ``sqlite3.Error`` or ``OSError`` raised inside into a memvault error (cause chained)."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise self.error(verb, exc) from exc
-        except OSError as exc:
-            raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
+        """Turn a ``sqlite3.Error`` or ``OSError`` raised inside into a memvault error (cause chained).
+
+        Every call into SQLite runs inside: a fork waits for it (see :class:`_ForkGate`).
+        """
+        with _GATE:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise self.error(verb, exc) from exc
+            except OSError as exc:
+                raise UpstreamError(f"sqlite database {self.path} failed during {verb}: {exc}") from exc
 
     def error(self, verb: str, exc: sqlite3.Error) -> MemvaultError:
         """SQLite's verdict as a typed error that names the operation and says what to do.

@@ -62,6 +62,13 @@ class Merger:
         #: Shards written since they were last merged: how many writes each has had, and when the last one was.
         self._shards: dict[int, tuple[int, float]] = {}
         self._thread: threading.Thread | None = None
+        db.after_fork.append(self._forked)
+
+    def _forked(self) -> None:
+        # In a forked child: the thread is gone and the lock may be held by a thread that is gone too.
+        self._wake = threading.Condition()
+        self._shards.clear()
+        self._thread = None
 
     def wrote(self, shard: int) -> None:
         """A write to ``shard`` committed (or will with its write group): merge it once it is idle.
@@ -126,6 +133,10 @@ class Merger:
 
         :param busy_ms: how long to wait for another process's write lock (then ``sqlite3.OperationalError``).
         """
+        with self.db.using():
+            return self._step(shard, busy_ms)
+
+    def _step(self, shard: int, busy_ms: int) -> bool:
         if self.db.closed:
             return True
         conn = self.db.conn()

@@ -37,6 +37,12 @@ class Scrubber:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        db.after_fork.append(self._forked)
+
+    def _forked(self) -> None:
+        # In a forked child: the thread is gone (the next finish starts one) and the lock may be held.
+        self._lock = threading.Lock()
+        self._thread = None
 
     def stop(self) -> None:
         """Stop the background attempts (waits up to 2 s for a running one). Idempotent."""
@@ -63,6 +69,10 @@ class Scrubber:
         return done
 
     def _attempt(self, wait: float, busy_ms: int = 50) -> bool:
+        with self.db.using():
+            return self._attempt_inside(wait, busy_ms)
+
+    def _attempt_inside(self, wait: float, busy_ms: int) -> bool:
         # The calling thread's own connection (its schema is loaded already), outside any
         # transaction. A TRUNCATE checkpoint holds back new writers while it waits for
         # readers, so every attempt waits only briefly (busy_ms) and retries sleep in between.
