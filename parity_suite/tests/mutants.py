@@ -487,6 +487,17 @@ class CrashesUnderThreads(MemoryProvider):
         return result
 
 
+class LockLostAtFork(MemoryProvider):
+    """P35: resets nothing in a forked child, so the child keeps the lock a writer thread of the parent
+    held at the fork, and its first write waits for ever (a provider with a lock and no fork handling).
+
+    Killed by: test_after_a_fork_each_process_gets_its_own_answers.
+    """
+
+    def _forked(self) -> None:
+        pass
+
+
 def _tier_of(label: str) -> str:
     from memvault.contract.models import parse_label
 
@@ -1659,6 +1670,10 @@ class _Grouped(MemoryProvider):
         self._live_quarantine: _Store = {}
         super().__init__()
 
+    def _forked(self) -> None:
+        super()._forked()
+        self._writer = threading.RLock()  # in a forked child (P35): not one a lost thread holds
+
     # The store the calling thread sees: its group's staged copy inside a group, else the live one.
 
     _partitions = _staged("partitions")
@@ -2094,6 +2109,7 @@ _CLASSES: list[type[Any]] = [
     GroupHidesItsWritesFromReads,
     GroupDropsQuarantineCopies,
     GroupPublishesAStaleCopy,
+    LockLostAtFork,
 ]
 
 _RECALL_TESTS = (

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from memvault_parity.concurrency import ConcurrencyTests, CrashTests, ForgetRaceTests, MultiProcessTests
 from memvault_parity.forget import ForgetTests, ReadTests, SubjectErasureTests
+from memvault_parity.fork import ForkTests
 from memvault_parity.health import HealthTests
 from memvault_parity.listing import ListingTests
 from memvault_parity.partitions import PartitionTests
@@ -41,6 +42,7 @@ class ProviderSuite(
     ForgetRaceTests,
     MultiProcessTests,
     CrashTests,
+    ForkTests,
     ScannerTests,
     ListingTests,
 ):

@@ -86,6 +86,13 @@ class TemplateProvider:
         self.namespace = namespace
         self._guard = threading.Lock()
         self._store: dict[tuple[Partition, str], _Entry] = {}
+        # A vault opened before os.fork() is used in the child too (contract P35): the child gets a copy
+        # of everything, but a lock another thread held at the fork stays held there for ever. Replace
+        # locks (and connections, pools, threads: never close the parent's) in the child.
+        memvault.after_fork_in_child(self, TemplateProvider._forked)
+
+    def _forked(self) -> None:
+        self._guard = threading.Lock()
 
     @memvault.hookimpl
     def memvault_retain(self, request: RetainRequest) -> RetainResult:

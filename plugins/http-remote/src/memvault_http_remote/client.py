@@ -63,6 +63,7 @@ from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
     ForgetRequest,
     ForgetResult,
@@ -244,6 +245,13 @@ class _Pool:
         finally:
             self.slots.release()
 
+    def forked(self) -> None:
+        """In a forked child: the idle connections' sockets are the parent's too (a request sent on one
+        could read the parent's answer), so none is used again; the locks and slots are new."""
+        self.idle = []  # collected: closing a copy of a socket leaves the parent's open
+        self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
+
     def close(self) -> None:
         """Close the idle connections; a busy one is closed when its call returns it.
 
@@ -338,6 +346,16 @@ class HttpRemoteProvider:
         self._filling: tuple[_Pending, int] | None = None
         #: When the last batch answered with nothing queued behind it, and how many threads it answered.
         self._answered: tuple[float, int] = (0.0, 0)  # False once the service answered 404/405 for /v1/retain/batch
+        after_fork_in_child(self, HttpRemoteProvider._forked)
+
+    def _forked(self) -> None:
+        """In a forked child: new connections, and the parent's queued retains left to the parent."""
+        self._pool.forked()
+        self._retains_lock = threading.Lock()
+        self._retains = threading.Condition(self._retains_lock)
+        self._retaining = False
+        self._queue = deque()
+        self._filling = None
 
     # -- transport ---------------------------------------------------------------
 

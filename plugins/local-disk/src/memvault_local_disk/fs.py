@@ -49,6 +49,23 @@ _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O
 _TMP_MARK: Final = ".tmp-"
 _STRIPES: Final = 256
 _thread_locks: Final = [threading.Lock() for _ in range(_STRIPES)]
+#: The lock sentinels' descriptors this process has open (to ``flock`` them, or holding it). A forked
+#: child gets a copy of each, and ``flock`` belongs to the open file, not the process: while the child
+#: kept its copy, the document stayed locked for every process, the parent too, until the child exited.
+_flocked: set[int] = set()
+
+
+def _after_fork_in_child() -> None:
+    # The threads holding these are the parent's: the child lets go of its copies, and of their stripes.
+    for fd in list(_flocked):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _flocked.clear()
+    _thread_locks[:] = [threading.Lock() for _ in range(_STRIPES)]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 DIR_MODE: Final = 0o700
 FILE_MODE: Final = 0o600
@@ -291,17 +308,21 @@ def document_lock(handle: DirHandle, name: str) -> Iterator[None]:
                 if exc.errno == errno.ELOOP:
                     _refuse_symlink(handle.fd, sentinel, f"{handle.relpath}/{sentinel}")
                 raise
+            _flocked.add(fd)  # from here: a lock taken on it later is shared with a child forked now
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 held = os.fstat(fd)
                 current = lstat(handle, sentinel)
             except BaseException:
+                _flocked.discard(fd)
                 os.close(fd)
                 raise
             if current is not None and (current.st_ino, current.st_dev) == (held.st_ino, held.st_dev):
                 break
+            _flocked.discard(fd)
             os.close(fd)
         try:
             yield
         finally:
+            _flocked.discard(fd)
             os.close(fd)  # releases the flock

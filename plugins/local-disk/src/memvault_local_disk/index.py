@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from memvault.contract.errors import InvalidRequest, UpstreamError
+from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import Partition, Tier, parse_label
 from memvault_local_disk import fs
 from memvault_local_disk.layout import FIXED_FILES, SUBFOLDERS, decode, describe, partition_parts
@@ -68,6 +69,10 @@ class IndexCache:
         self._used = 0
         self._lock = threading.Lock()
         self._entries: OrderedDict[_Path, tuple[_StatKey, LazyDocument]] = OrderedDict()
+        after_fork_in_child(self, IndexCache._forked)
+
+    def _forked(self) -> None:
+        self._lock = threading.Lock()  # in a forked child (P35): not one a lost thread holds
 
     def get(self, path: _Path, key: _StatKey) -> LazyDocument | None:
         with self._lock:

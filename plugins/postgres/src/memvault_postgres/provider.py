@@ -14,6 +14,7 @@ import datetime as _dt
 import functools
 import logging
 import math
+import os
 import random
 import re
 import threading
@@ -35,6 +36,7 @@ from memvault import check_stored
 from memvault import search as text
 from memvault.contract import wire
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
     Capability,
     DocumentInfo,
@@ -182,6 +184,10 @@ def _translated(
     return decorate
 
 
+#: What forked children inherited: pools and connections kept so they are never closed.
+_INHERITED: list[tuple[ConnectionPool[Any], list[Any]]] = []
+
+
 class PostgresProvider:
     """memvault documents in a PostgreSQL database (one schema of it).
 
@@ -262,8 +268,19 @@ class PostgresProvider:
         self._health_conn: _Conn | None = None
         self._fold_dice = random.Random()
         self._closed = False
+        #: Every connection the pool opened that is still alive (their sockets, after a fork: see _forked).
+        self._conns: weakref.WeakSet[_Conn] = weakref.WeakSet()
         self._open_schema()
-        self.pool: ConnectionPool[_Conn] = ConnectionPool(
+        self.pool = self._new_pool()
+        after_fork_in_child(self, PostgresProvider._forked)
+        with suppress(MemvaultError), self._errors("open"):
+            # An erasure a crash or a busy lock left pending finishes now (P24).
+            self._run(self._scrub)
+
+    # -- connections ---------------------------------------------------------
+
+    def _new_pool(self) -> ConnectionPool[_Conn]:
+        pool: ConnectionPool[_Conn] = ConnectionPool(
             self._conninfo,
             kwargs={"autocommit": True},
             min_size=1,
@@ -271,17 +288,35 @@ class PostgresProvider:
             timeout=self.pool_timeout,
             configure=self._configure,
             check=self._check,
-            name=f"memvault-postgres-{schema}",
+            name=f"memvault-postgres-{self.schema}",
             open=False,
         )
-        self.pool.open(wait=False)
-        with suppress(MemvaultError), self._errors("open"):
-            # An erasure a crash or a busy lock left pending finishes now (P24).
-            self._run(self._scrub)
+        pool.open(wait=False)
+        return pool
 
-    # -- connections ---------------------------------------------------------
+    def _forked(self) -> None:
+        """In a forked child: a new pool; the parent's connections are never used or closed here.
+
+        Their sockets are the parent's too: a query sent on one could read the parent's answer
+        (another agent's rows), and closing one sends PostgreSQL the end of the parent's session.
+        Each is pointed at ``/dev/null`` (only in this process), so nothing this process does with
+        them, even when they are collected, reaches the server; the pool that held them is kept.
+        """
+        inherited = [*self._conns, *([self._health_conn] if self._health_conn is not None else [])]
+        with open(os.devnull, "r+b") as devnull:
+            for conn in inherited:
+                with suppress(Exception):  # closed or broken already: nothing to detach
+                    os.dup2(devnull.fileno(), conn.pgconn.socket)
+        _INHERITED.append((self.pool, inherited))
+        self._conns = weakref.WeakSet()
+        self._last_used = weakref.WeakKeyDictionary()
+        self._health_lock = threading.Lock()
+        self._health_conn = None
+        if not self._closed:
+            self.pool = self._new_pool()
 
     def _configure(self, conn: _Conn) -> None:
+        self._conns.add(conn)
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         # Every statement is planned with its values, also once psycopg has prepared it (after five
         # runs). A generic plan over the hash-partitioned tables locks every shard, and with an array
