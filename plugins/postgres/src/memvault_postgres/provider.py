@@ -312,6 +312,7 @@ class PostgresProvider:
         self._last_used = weakref.WeakKeyDictionary()
         self._health_lock = threading.Lock()
         self._health_conn = None
+        self._fold_dice = random.Random()  # not the parent's sequence: siblings would fold counts in step
         if not self._closed:
             self.pool = self._new_pool()
 
