@@ -80,15 +80,19 @@ class ForkTests(SuiteBase):
                 self.put(vault, ws, f"{owner} keeps heron {i}\n", agent=f"agent-{owner}")
         assert _owners(self.find(vault, ws, "heron", agent="agent-parent")) == {"parent"}
         stop = threading.Event()
+        failures: list[BaseException] = []
 
         def keep_writing(n: int) -> None:
             # Three writers of 7 KB bodies (pins' cap is 8,000): the provider's write path is almost
             # always busy, so each fork finds a writer inside it (holding its locks, its connection).
             i = 0
-            while not stop.is_set():
-                body = "".join(f"writer line {i} number {k:03d}\n" for k in range(250))
-                self.put(vault, ws, body, agent=f"agent-writer-{n}", tier="pins", mode="replace")
-                i += 1
+            try:
+                while not stop.is_set():
+                    body = "".join(f"writer line {i} number {k:03d}\n" for k in range(250))
+                    self.put(vault, ws, body, agent=f"agent-writer-{n}", tier="pins", mode="replace")
+                    i += 1
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                failures.append(exc)
 
         def child() -> None:
             self.put(vault, ws, "child wrote osprey\n", agent="agent-child")
@@ -105,10 +109,12 @@ class ForkTests(SuiteBase):
             time.sleep(0.05)
             for _ in range(2):
                 forked = ForkedChild(child)
-                for _ in range(10):
-                    owners = _owners(self.find(vault, ws, "heron", agent="agent-parent"))
-                    assert owners == {"parent"}, f"P35: the parent's recall answered with {sorted(owners)}'s lines"
-                outcomes.append(forked.outcome())
+                try:
+                    for _ in range(10):
+                        owners = _owners(self.find(vault, ws, "heron", agent="agent-parent"))
+                        assert owners == {"parent"}, f"P35: the parent's recall answered with {sorted(owners)}'s lines"
+                finally:
+                    outcomes.append(forked.outcome())
                 if outcomes[-1] != "ok":
                     break
         finally:
@@ -116,6 +122,7 @@ class ForkTests(SuiteBase):
             for writer in writers:
                 writer.join()
         assert outcomes == ["ok"] * 2, f"P35: in a child: {outcomes[-1]}"
+        assert failures == [], f"P35: a writer thread of the parent failed: {failures[0]!r}"
         self.put(vault, ws, "parent still writes\n", agent="agent-parent")
         assert _owners(self.find(vault, ws, "still writes", agent="agent-parent")) == {"parent"}
 
@@ -143,13 +150,17 @@ class ForkTests(SuiteBase):
         parent's writes to that document go on."""
         stop = threading.Event()
         done = [0, 0, 0]
+        failures: list[BaseException] = []
 
         def keep_appending(n: int) -> None:
-            while not stop.is_set():
-                self.put(vault, ws, f"<w{n}-{done[n]}>", agent="agent-parent", tier="daily", key="2024-02-02")
-                done[n] += 1
-                if done[n] % 200 == 0:  # stay under daily's cap
-                    self.put(vault, ws, "-", agent="agent-parent", tier="daily", key="2024-02-02", mode="replace")
+            try:
+                while not stop.is_set():
+                    self.put(vault, ws, f"<w{n}-{done[n]}>", agent="agent-parent", tier="daily", key="2024-02-02")
+                    done[n] += 1
+                    if done[n] % 200 == 0:  # stay under daily's cap
+                        self.put(vault, ws, "-", agent="agent-parent", tier="daily", key="2024-02-02", mode="replace")
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                failures.append(exc)
 
         writers = [threading.Thread(target=keep_appending, args=(n,)) for n in range(3)]
         for writer in writers:
@@ -167,6 +178,7 @@ class ForkTests(SuiteBase):
             for writer in writers:
                 writer.join()
         assert outcome == "ok", f"P35: in the child: {outcome}"
+        assert failures == [], f"P35: a writer thread of the parent failed: {failures[0]!r}"
         assert during > 0, "P35: the parent's writers stood still while a forked child lived"
 
     @requires(Capability.MULTI_PROCESS)
