@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -48,9 +47,9 @@ __all__ = ["after_fork_in_child"]
 _T = TypeVar("_T")
 log = logging.getLogger("memvault")
 
-#: (weak reference to the owner, its reset), in registration order.
-_RESETS: list[tuple[weakref.ReferenceType[Any], Callable[[Any], None]]] = []
-_RESETS_LOCK = threading.Lock()
+#: id(owner) -> (weak reference to the owner, its reset), in registration order; an entry leaves
+#: when its owner is collected (the reference's callback), so registering stays O(1).
+_RESETS: dict[int, tuple[weakref.ReferenceType[Any], Callable[[Any], None]]] = {}
 
 
 def after_fork_in_child(owner: _T, reset: Callable[[_T], None]) -> None:
@@ -59,25 +58,24 @@ def after_fork_in_child(owner: _T, reset: Callable[[_T], None]) -> None:
     ``owner`` is held weakly (registering keeps nothing alive); ``reset`` should be a plain
     function or an unbound method, not a bound method of ``owner`` (that would hold it).
     Resets run in the order they were registered; one that raises is logged and the others
-    still run. Where ``os.fork`` does not exist this does nothing.
+    still run. Registering an owner again replaces its reset. Where ``os.fork`` does not
+    exist this does nothing.
     """
     if not hasattr(os, "register_at_fork"):
         return
-    with _RESETS_LOCK:
-        _RESETS[:] = [(ref, fn) for ref, fn in _RESETS if ref() is not None]
-        _RESETS.append((weakref.ref(owner), reset))
+    key = id(owner)
+    _RESETS.pop(key, None)
+    _RESETS[key] = (weakref.ref(owner, lambda _ref: _RESETS.pop(key, None)), reset)
 
 
 def _run_resets() -> None:
-    global _RESETS_LOCK
-    _RESETS_LOCK = threading.Lock()  # another thread may have held it at the fork
-    for ref, reset in list(_RESETS):
+    for ref, reset in list(_RESETS.values()):
         owner = ref()
         if owner is None:
             continue
         try:
             reset(owner)
-        except Exception:
+        except Exception:  # one failed reset must not leave the others undone
             log.exception("memvault: resetting %r after a fork failed", owner)
 
 

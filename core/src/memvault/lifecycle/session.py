@@ -28,6 +28,7 @@ from memvault.contract.errors import (
     TurnCancelled,
     TurnFailed,
 )
+from memvault.contract.forking import after_fork_in_child
 from memvault.contract.lifecycle import (
     MAX_RECORD_BYTES,
     MAX_RECORD_ENTRIES,
@@ -147,6 +148,13 @@ class Session:
         self._cancel_lock = threading.Lock()
         self._last_start: TurnStart | None = None
         self._turn_input = ""
+        after_fork_in_child(self, Session._forked)
+
+    def _forked(self) -> None:
+        # In a forked child (P35): a turn start holds the session lock while recalls run; a fork
+        # then would leave it held for ever here. The child continues the history it was given.
+        self._lock = threading.RLock()
+        self._cancel_lock = threading.Lock()
 
     # -- views ---------------------------------------------------------------
 

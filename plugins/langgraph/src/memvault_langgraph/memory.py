@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool, ToolException
 from langgraph.graph import MessagesState
 from pydantic import ConfigDict, Field
 
-from memvault import InvalidRequest
+from memvault import InvalidRequest, after_fork_in_child
 from memvault.lifecycle import Entry, Runtime, Session, TurnStart
 from memvault.lifecycle.tools import ToolSet
 
@@ -82,6 +82,10 @@ class GraphMemory:
         self.principal_key = principal_key
         self._sessions: dict[tuple[str, str | None], tuple[Session, list[int]]] = {}
         self._lock = threading.Lock()
+        after_fork_in_child(self, GraphMemory._forked)
+
+    def _forked(self) -> None:
+        self._lock = threading.Lock()  # in a forked child (contract P35): not one a lost thread holds
 
     # -- conversations ---------------------------------------------------------
 
