@@ -6,6 +6,7 @@ import gc
 import logging
 import os
 import threading
+import time
 
 import pytest
 
@@ -43,7 +44,14 @@ def _in_child(report: object) -> str:
         finally:
             os._exit(0)
     os.close(write)
-    os.waitpid(pid, 0)
+    deadline = time.monotonic() + 10
+    while os.waitpid(pid, os.WNOHANG)[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            os.close(read)
+            return "stalled"
+        time.sleep(0.01)
     with os.fdopen(read, "rb") as fh:
         return fh.read().decode()
 
@@ -101,3 +109,38 @@ def test_a_failing_reset_is_logged_and_the_others_still_run() -> None:
     finally:
         logger.removeHandler(handler)
     assert seen == "(1, 1, [RuntimeError('this reset fails')])"
+
+
+class _SlowInTheParent:
+    """A lifecycle plugin whose turn-start recall waits, in the parent process only, until released."""
+
+    def __init__(self) -> None:
+        self.parent = os.getpid()
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    @memvault.hookimpl
+    def memvault_recall_turn_started(self, ctx: object) -> object:
+        here = "parent" if os.getpid() == self.parent else "child"
+        if here == "parent":
+            self.entered.set()
+            self.release.wait(10)
+        return {"messages": [{"content": f"remembered in the {here}"}]}
+
+
+def test_a_session_forked_during_a_turn_start_goes_on_in_the_child() -> None:
+    """A turn start holds the session lock while its recalls run: a fork then left it held in the child."""
+    from memvault.lifecycle import Runtime, Slot
+
+    plugin = _SlowInTheParent()
+    with memvault.open("memory", plugins=[plugin]) as vault:
+        slot = Slot(name="notes", description="Notes.", vault=vault, scope=lambda ctx: "s")
+        session = Runtime([slot], workspace_id="w").session("s1", principal="alice")
+        thread = threading.Thread(target=session.turn_started, args=(1, "hello"))
+        thread.start()
+        try:
+            assert plugin.entered.wait(10)
+            seen = _in_child(lambda: [e.content for e in session.turn_started(2, "again").records])
+        finally:
+            plugin.release.set()
+            thread.join()
+    assert seen == "['remembered in the child']"
