@@ -69,6 +69,7 @@ __all__ = [
     "Query",
     "SearchableDocument",
     "contains_phrase",
+    "index_appended",
     "index_document",
     "names_date",
     "narrowed_levels",
@@ -209,24 +210,7 @@ class SearchableDocument(Protocol):
 
 def index_document(source: str, body: str) -> IndexedDocument:
     """Index ``body`` once; reuse the result until the document changes."""
-    lines = []
-    for number, text in enumerate(body.splitlines(), start=1):
-        tokens = tokenize(text)
-        if not tokens:
-            continue
-        # Stop words stay searchable for all-stop-word queries, at a low weight via df;
-        # they do not count towards the line's length.
-        counts = Counter(map(stem, tokens))
-        length = len(tokens) - sum(map(_is_stop_word, tokens))
-        lines.append(
-            IndexedLine(
-                number=number,
-                text=text,
-                joined=f" {' '.join(tokens)} ",
-                counts=dict(counts),
-                length=length or 1,
-            )
-        )
+    lines = _indexed_lines(body, 1)
     postings: dict[str, list[int]] = {}
     for position, line in enumerate(lines):
         for term in line.counts:
@@ -237,6 +221,91 @@ def index_document(source: str, body: str) -> IndexedDocument:
         postings={term: tuple(found) for term, found in postings.items()},
         total_length=sum(line.length for line in lines),
     )
+
+
+def index_appended(previous: IndexedDocument, stored: str, body: str) -> IndexedDocument:
+    """``index_document(previous.source, body)``, where ``previous`` indexes ``stored`` and
+    ``body`` extends it (an append): only the new text is tokenised (with the stored body's
+    last line when the new text may go on it: no line break yet, or a trailing "\\r"), so an
+    append costs what it adds rather than what the document holds. ``previous`` is not changed (readers may hold it).
+
+    Any other ``body`` (a replace) is indexed whole. Equal to :func:`index_document` on
+    ``body`` in every field (a property test holds the two equal).
+    """
+    if not stored or not body.startswith(stored):
+        return index_document(previous.source, body)
+    offset, kept = _complete_lines(stored)
+    first_new = kept + 1
+    cut = len(previous.lines)
+    while cut and previous.lines[cut - 1].number >= first_new:
+        cut -= 1
+    added = _indexed_lines(body[offset:], first_new)
+    postings = dict(previous.postings)
+    total_length = previous.total_length
+    for line in previous.lines[cut:]:  # at most one: the stored body's unfinished last line
+        total_length -= line.length
+        for term in line.counts:
+            found = postings[term][:-1]  # its position is the last of each of its terms' postings
+            if found:
+                postings[term] = found
+            else:
+                del postings[term]
+    grouped: dict[str, list[int]] = {}
+    for position, line in enumerate(added, start=cut):
+        total_length += line.length
+        for term in line.counts:
+            grouped.setdefault(term, []).append(position)
+    for term, positions in grouped.items():
+        postings[term] = postings.get(term, ()) + tuple(positions)
+    return IndexedDocument(
+        source=previous.source,
+        lines=previous.lines[:cut] + tuple(added),
+        postings=postings,
+        total_length=total_length,
+    )
+
+
+#: The line breaks of ``str.splitlines`` ("\r\n" is one, and counted once by :func:`_complete_lines`).
+_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _complete_lines(stored: str) -> tuple[int, int]:
+    """Where the lines of ``stored`` that no appended text can change end, and how many they are.
+
+    Every line ending in a line break is one; the last line goes on in appended text when it
+    has no line break yet, or ends in a "\r" that an appended "\n" joins. Single-character
+    scans, in C: no per-line work, however long ``stored`` is.
+    """
+    end = len(stored)
+    if stored[-1] in _BREAKS and stored[-1] != "\r":
+        offset = end
+    else:
+        before = end - 1 if stored[-1] == "\r" else end
+        offset = max(stored.rfind(brk, 0, before) for brk in _BREAKS) + 1
+    return offset, sum(stored.count(brk, 0, offset) for brk in _BREAKS) - stored.count("\r\n", 0, offset)
+
+
+def _indexed_lines(text: str, first_number: int) -> list[IndexedLine]:
+    """The non-blank lines of ``text``, numbered from ``first_number``."""
+    lines = []
+    for number, line_text in enumerate(text.splitlines(), start=first_number):
+        tokens = tokenize(line_text)
+        if not tokens:
+            continue
+        # Stop words stay searchable for all-stop-word queries, at a low weight via df;
+        # they do not count towards the line's length.
+        counts = Counter(map(stem, tokens))
+        length = len(tokens) - sum(map(_is_stop_word, tokens))
+        lines.append(
+            IndexedLine(
+                number=number,
+                text=line_text,
+                joined=f" {' '.join(tokens)} ",
+                counts=dict(counts),
+                length=length or 1,
+            )
+        )
+    return lines
 
 
 def contains_phrase(tokens: Sequence[str], phrase: Sequence[str]) -> bool:

@@ -58,7 +58,7 @@ class _Document:
 
 
 class MemoryProvider:
-    """Documents in a dict, guarded by one lock; indexes built once per write."""
+    """Documents in a dict, guarded by one lock; an append indexes only what it adds."""
 
     capabilities = frozenset(
         {Capability.CASCADE_FORGET, Capability.QUARANTINE, Capability.LIST_DOCUMENTS, Capability.CHECKS_STORED}
@@ -90,7 +90,9 @@ class MemoryProvider:
                 body=final.body,
                 size=final.bytes,
                 data_subjects=final.subjects,
-                index=text.index_document(label, final.body),
+                index=text.index_appended(old.index, old.body, final.body)
+                if old
+                else text.index_document(label, final.body),
                 digest=body_sha256(final.body),
             )
         return RetainResult(id=label, bytes=final.bytes, warning=final.warning)

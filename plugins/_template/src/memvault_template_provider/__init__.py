@@ -63,13 +63,18 @@ class _Entry:
 
     __slots__ = ("body", "digest", "index", "size", "subjects", "tier", "updated_at")
 
-    def __init__(self, label: str, tier: Tier, body: str, subjects: frozenset[str]) -> None:
+    def __init__(
+        self, label: str, tier: Tier, body: str, subjects: frozenset[str], before: _Entry | None = None
+    ) -> None:
         self.tier = tier
         self.body = body
         self.size = len(body.encode("utf-8"))
         self.digest = memvault.body_sha256(body)
         self.subjects = subjects
-        self.index = text.index_document(label, body)
+        # An append re-indexes only what it adds (and the stored body's last line), not the whole document.
+        self.index: text.IndexedDocument = (
+            text.index_appended(before.index, before.body, body) if before else text.index_document(label, body)
+        )
         self.updated_at = dt.datetime.now(dt.timezone.utc)
 
 
@@ -106,7 +111,7 @@ class TemplateProvider:
             # The final body, its size, the cap check (raises CapExceeded before anything
             # changes) and the data subjects, as every provider computes them.
             final = request.applied_to(before.body if before else "", before.subjects if before else ())
-            entry = _Entry(ref.label, request.tier, final.body, final.subjects)
+            entry = _Entry(ref.label, request.tier, final.body, final.subjects, before)
             self._store[where] = entry
         return RetainResult(id=ref.label, bytes=final.bytes, warning=final.warning)
 
