@@ -19,6 +19,7 @@ RESULTS = HERE / "results"
 
 BENCHES: dict[str, list[str]] = {
     "facade": ["facade_bench.py", "--out", str(RESULTS / "facade.md")],
+    "append": ["append_bench.py", "--out", str(RESULTS / "append.md")],
     "sqlite": ["sqlite_bench.py"],
     "sqlite-writers": ["sqlite_writers_bench.py"],
     "local-disk": ["local_disk_bench.py", "--out", str(RESULTS / "local-disk.md")],

@@ -170,6 +170,9 @@ class IndexedDocument:
     lines: tuple[IndexedLine, ...]
     postings: dict[str, tuple[int, ...]] = field(eq=False)
     total_length: int
+    #: How many lines ``str.splitlines`` finds in the body, blank ones included (-1: not known);
+    #: :func:`index_appended` starts numbering the appended lines from it.
+    body_lines: int = field(default=-1, eq=False)
 
     @property
     def line_count(self) -> int:
@@ -210,7 +213,7 @@ class SearchableDocument(Protocol):
 
 def index_document(source: str, body: str) -> IndexedDocument:
     """Index ``body`` once; reuse the result until the document changes."""
-    lines = _indexed_lines(body, 1)
+    lines, body_lines = _indexed_lines(body, 1)
     postings: dict[str, list[int]] = {}
     for position, line in enumerate(lines):
         for term in line.counts:
@@ -220,6 +223,7 @@ def index_document(source: str, body: str) -> IndexedDocument:
         lines=tuple(lines),
         postings={term: tuple(found) for term, found in postings.items()},
         total_length=sum(line.length for line in lines),
+        body_lines=body_lines,
     )
 
 
@@ -234,12 +238,12 @@ def index_appended(previous: IndexedDocument, stored: str, body: str) -> Indexed
     """
     if not stored or not body.startswith(stored):
         return index_document(previous.source, body)
-    offset, kept = _complete_lines(stored)
+    offset, kept = _complete_lines(stored, previous.body_lines)
     first_new = kept + 1
     cut = len(previous.lines)
     while cut and previous.lines[cut - 1].number >= first_new:
         cut -= 1
-    added = _indexed_lines(body[offset:], first_new)
+    added, added_lines = _indexed_lines(body[offset:], first_new)
     postings = dict(previous.postings)
     total_length = previous.total_length
     for line in previous.lines[cut:]:  # at most one: the stored body's unfinished last line
@@ -262,6 +266,7 @@ def index_appended(previous: IndexedDocument, stored: str, body: str) -> Indexed
         lines=previous.lines[:cut] + tuple(added),
         postings=postings,
         total_length=total_length,
+        body_lines=kept + added_lines,
     )
 
 
@@ -269,26 +274,34 @@ def index_appended(previous: IndexedDocument, stored: str, body: str) -> Indexed
 _BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
-def _complete_lines(stored: str) -> tuple[int, int]:
+def _complete_lines(stored: str, stored_lines: int = -1) -> tuple[int, int]:
     """Where the lines of ``stored`` that no appended text can change end, and how many they are.
 
     Every line ending in a line break is one; the last line goes on in appended text when it
-    has no line break yet, or ends in a "\r" that an appended "\n" joins. Single-character
-    scans, in C: no per-line work, however long ``stored`` is.
+    has no line break yet, or ends in a "\\r" that an appended "\\n" joins. ``stored_lines`` is
+    ``len(stored.splitlines())`` when known (-1: counted here, by single-character scans in C).
     """
     end = len(stored)
-    if stored[-1] in _BREAKS and stored[-1] != "\r":
+    last = stored[-1]
+    if last in _BREAKS and last != "\r":
         offset = end
     else:
-        before = end - 1 if stored[-1] == "\r" else end
-        offset = max(stored.rfind(brk, 0, before) for brk in _BREAKS) + 1
+        before = end - 1 if last == "\r" else end
+        # The last line starts after the last line break before it: look near the end first.
+        window = max(before - 4096, 0)
+        offset = max(stored.rfind(brk, window, before) for brk in _BREAKS) + 1
+        if offset == 0 and window:
+            offset = max(stored.rfind(brk, 0, window) for brk in _BREAKS) + 1
+    if stored_lines >= 0:
+        return offset, stored_lines - (offset < end)
     return offset, sum(stored.count(brk, 0, offset) for brk in _BREAKS) - stored.count("\r\n", 0, offset)
 
 
-def _indexed_lines(text: str, first_number: int) -> list[IndexedLine]:
-    """The non-blank lines of ``text``, numbered from ``first_number``."""
+def _indexed_lines(text: str, first_number: int) -> tuple[list[IndexedLine], int]:
+    """The non-blank lines of ``text``, numbered from ``first_number``, and how many lines it has."""
     lines = []
-    for number, line_text in enumerate(text.splitlines(), start=first_number):
+    split = text.splitlines()
+    for number, line_text in enumerate(split, start=first_number):
         tokens = tokenize(line_text)
         if not tokens:
             continue
@@ -305,7 +318,7 @@ def _indexed_lines(text: str, first_number: int) -> list[IndexedLine]:
                 length=length or 1,
             )
         )
-    return lines
+    return lines, len(split)
 
 
 def contains_phrase(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
