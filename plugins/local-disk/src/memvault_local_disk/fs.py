@@ -21,7 +21,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -40,6 +40,7 @@ __all__ = [
     "read_file",
     "remove_file",
     "safe_component",
+    "sweep_leftovers",
     "sweep_temporaries",
     "write_atomic",
 ]
@@ -286,6 +287,29 @@ def sweep_temporaries(handle: DirHandle, name: str) -> None:
     for tmp in stale:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=handle.fd)
+
+
+def sweep_leftovers(handle: DirHandle, lock_of: Callable[[str], str]) -> None:
+    """Remove every temporary file a crashed writer left in ``handle``'s folder.
+
+    ``lock_of(target)`` names the document whose lock guards the writes of ``target`` (a
+    document guards its own file and its tag file). Each is swept under that lock, so a
+    write in flight keeps its temporary; a lock sentinel made only for the sweep goes too.
+    """
+    targets: set[str] = set()
+    with os.scandir(handle.fd) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") and _TMP_MARK in entry.name:
+                targets.add(entry.name[1 : entry.name.rindex(_TMP_MARK)])
+    for name in sorted({lock_of(target) for target in targets}):
+        existed = lstat(handle, lock_name(name)) is not None
+        with document_lock(handle, name):
+            for target in targets:
+                if lock_of(target) == name:
+                    sweep_temporaries(handle, target)
+            if not existed and lstat(handle, name) is None:
+                remove_file(handle, lock_name(name))
+        os.fsync(handle.fd)
 
 
 @contextlib.contextmanager

@@ -73,6 +73,20 @@ def _subject_name(name: str) -> str:
     return f".{name}.subject"
 
 
+def _guarding(target: str) -> str:
+    """The document whose lock guards writes of ``target``: a tag file's document, else ``target``."""
+    if target.startswith(".") and target.endswith(".subject"):
+        return target[1 : -len(".subject")]
+    return target
+
+
+def _sweep(handle: fs.DirHandle, name: str) -> None:
+    """Remove what a crashed writer of document ``name`` left: its and its tag file's temporaries
+    (caller holds the document's lock). A tag file's temporary holds data subject ids."""
+    fs.sweep_temporaries(handle, name)
+    fs.sweep_temporaries(handle, _subject_name(name))
+
+
 def _parse_subjects(data: bytes) -> set[str]:
     """The subjects of a tag file: one per line (a 0.1 file holds one id without a newline)."""
     return {line.strip() for line in data.decode("ascii", "replace").splitlines() if line.strip()}
@@ -160,7 +174,7 @@ class LocalDiskProvider:
         with self._storage(f"write {label}"), fs.open_dir(self.root, parts, create=True) as handle:
             assert handle is not None
             with fs.document_lock(handle, name):
-                fs.sweep_temporaries(handle, name)
+                _sweep(handle, name)
                 current = fs.lstat(handle, name)
                 if current is not None and stat.S_ISLNK(current.st_mode):
                     raise fs.SymlinkRefused(
@@ -373,7 +387,7 @@ class LocalDiskProvider:
                 return False
             removed = fs.remove_file(handle, name)
             fs.remove_file(handle, _subject_name(name))
-            fs.sweep_temporaries(handle, name)
+            _sweep(handle, name)
             fs.remove_file(handle, fs.lock_name(name))
             os.fsync(handle.fd)
         return removed
@@ -413,6 +427,9 @@ class LocalDiskProvider:
                 if self._remove_document(handle, name, expected_subject=subject):
                     removed += 1
                 self._index.drop(parts, name)
+            # A crash's temporaries may hold the subject's text or id (a tag file's, a document's
+            # mid-append) with no tag naming the subject: an erasure leaves none in a folder it visits.
+            fs.sweep_leftovers(handle, _guarding)
         return removed
 
 

@@ -228,6 +228,8 @@ class QuarantineFolder:
                     fs.sweep_temporaries(handle, name)
                     fs.remove_file(handle, fs.lock_name(name))
                     os.fsync(handle.fd)
+            # A copy whose write crashed is only a temporary, found by no look-up (P24): sweep them all.
+            fs.sweep_leftovers(handle, lambda target: target)
 
 
 def _copies(handle: fs.DirHandle) -> list[str]:
