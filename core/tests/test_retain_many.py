@@ -74,8 +74,9 @@ class _Journal:
         target = self.pending if self.pending is not None else self.store
         label = request.ref.label
         old = target.get(label, self.store.get(label, ""))
-        target[label] = old + request.content
-        return memvault.RetainResult(id=label, bytes=len(target[label].encode()))
+        final = request.applied_to(old)  # the tier's cap, against the group's own earlier writes
+        target[label] = final.body
+        return memvault.RetainResult(id=label, bytes=final.bytes)
 
     @memvault.hookimpl
     def memvault_write_group(self) -> Any:
@@ -128,6 +129,24 @@ def test_p34_a_failed_commit_fails_every_success_of_its_group_only() -> None:
     assert "disk full" in str(outcomes[0])
     assert "refused" in str(outcomes[1])
     assert body(vault) == ""
+
+
+def test_p34_a_failed_commit_leaves_no_error_that_rested_on_its_rolled_back_requests() -> None:
+    # Five appends of 2,000 bytes to an 8,000-byte pins document: the fifth is over the cap only because
+    # of the four before it. When the commit fails, none of those is stored, so "over its cap (currently
+    # 8,000 bytes)" is false for a document of 0 bytes; retried alone, the fifth would be stored. Every
+    # request of the group gets the commit's error, but one refused on its own (InvalidRequest) keeps its.
+    provider = _Journal()
+    vault = memvault.Vault(provider, name="journal")
+    provider.commit_error = UpstreamError("disk full while committing")
+    chunk = "p" * 1999 + "\n"
+    outcomes = vault.retain_many([req(chunk, tier="pins") for _ in range(5)] + [req("bad")])
+    assert [type(o) for o in outcomes] == [UpstreamError] * 5 + [InvalidRequest]
+    assert all("disk full" in str(o) for o in outcomes[:5])
+    assert body(vault, tier="pins") == ""
+    provider.commit_error = None
+    (alone,) = vault.retain_many([req(chunk, tier="pins")])
+    assert isinstance(alone, memvault.RetainResult)
 
 
 def test_p34_a_raw_exception_from_the_commit_is_typed_with_its_cause() -> None:

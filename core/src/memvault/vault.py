@@ -31,6 +31,7 @@ from memvault.contract.errors import (
     MemvaultError,
     NotSupported,
     PluginError,
+    Unauthorized,
     UpstreamError,
     UpstreamTimeout,
 )
@@ -175,8 +176,12 @@ class Vault:
         much faster than one commit each; the others commit each request alone.
         Either way every result returned is durable when this method returns,
         and a later request sees the earlier ones (two appends to one document
-        land in order). If a group's commit fails, the requests that had
-        succeeded in it get that error instead, and none of them is stored.
+        land in order). If a group's commit fails, none of its requests is
+        stored and each gets that error, but for a request refused on its own
+        (:class:`InvalidRequest`, :class:`NotSupported`, :class:`Unauthorized`),
+        which keeps its error:
+        an error that may rest on the group's earlier requests (over the cap
+        because of them) would be false once they are rolled back.
         A provider that takes a whole list (``memvault_retain_many``: the
         ``http-remote`` client, one request per batch) gets it only while it is
         the only plugin implementing or wrapping ``memvault_retain`` and that
@@ -213,10 +218,12 @@ class Vault:
                 failed.__cause__ = exc
             else:
                 continue
-            # The commit failed: nothing of the group is stored, so no success stands.
+            # The commit failed: nothing of the group is stored, so no success stands, and neither does
+            # an error that may rest on the group's rolled-back requests (over the cap, or rejected as
+            # the end of a split injection, because of earlier items): only one refused on its own does.
             done = outcomes[first:]
             del outcomes[first:]
-            outcomes.extend(failed if isinstance(o, RetainResult) else o for o in done)
+            outcomes.extend(o if isinstance(o, (InvalidRequest, NotSupported, Unauthorized)) else failed for o in done)
             outcomes.extend(failed for _ in range(len(chunk) - len(done)))
         return outcomes
 
