@@ -37,6 +37,7 @@ from typing import Any, Final
 from memvault.contract.errors import ContentRejected, InvalidRequest, PluginError
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
+    CAPS,
     MAX_RECALL_LIMIT,
     Capability,
     Mode,
@@ -220,6 +221,12 @@ class BuiltinScanner:
 
     @hookimpl(wrapper=True)
     def memvault_retain(self, request: RetainRequest) -> Generator[None, RetainResult, RetainResult]:
+        if _over_cap(request):
+            # Content that alone is over its tier's cap cannot be stored by any provider (P9: it raises
+            # CapExceeded, naming the stored size, before writing): scanning it would only let one
+            # caller spend the service's CPU on writes that never land (seconds for some 1 MB shapes).
+            # What a provider returns is scanned again on every read and recall.
+            return (yield)
         if request.mode is not Mode.APPEND:
             digest, finding = self.verdict(request.content)
             if finding is not None:
@@ -382,6 +389,14 @@ class BuiltinScanner:
             if body and self.verdict(body)[1] is not None:
                 blocked.add(label)
         return blocked
+
+
+def _over_cap(request: RetainRequest) -> bool:
+    """Whether ``request.content`` alone is over its tier's cap (P9), so no stored body can take it."""
+    cap = CAPS[request.tier]
+    if cap is None or len(request.content) * 4 <= cap:  # at most 4 UTF-8 bytes a character
+        return False
+    return len(request.content) > cap or len(request.content.encode("utf-8")) > cap
 
 
 class _AppendCheck:
