@@ -56,6 +56,26 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc).lower()
 
 
+def _is_full(exc: sqlite3.Error) -> bool:
+    """SQLITE_FULL: the disk (or the file system's quota) has no room for the write."""
+    return getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(exc).lower()
+
+
+_SQLITE_FULL: Final = 13  # sqlite3.SQLITE_FULL from Python 3.11 on
+
+
+#: Below this much free space where the database lives, health says the store cannot take writes: a
+#: commit appends pages to the write-ahead log, and a full disk fails it (P25, P27).
+_MIN_FREE_BYTES: Final = 64 * 1024
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes this process may still write under ``folder`` (root may use the blocks kept for it)."""
+    st = os.statvfs(folder)
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return blocks * st.f_frsize
+
+
 def newer_message(path: str, version: int) -> str:
     return (
         f"sqlite database {path} has schema version {version}, newer than the {schema.SCHEMA_VERSION} this "
@@ -737,6 +757,12 @@ class Database:
                 f"the sqlite database {path} is corrupt (SQLite says: {exc}) during {verb}: restore it from a "
                 "backup, or recover it with the sqlite3 shell's .recover command"
             )
+        if _is_full(exc):
+            return UpstreamError(
+                f"the disk holding the sqlite database {path} is full (SQLite says: {exc}) during {verb}: nothing "
+                "of this operation was stored; free space on that file system (the database needs room for its "
+                "write-ahead log too), then retry"
+            )
         return UpstreamError(f"sqlite database {path} failed during {verb}: {type(exc).__name__}: {exc}")
 
     # -- health (P25-P27) -------------------------------------------------------
@@ -766,6 +792,15 @@ class Database:
                 message=f"the sqlite database file {path} was replaced by another file since the vault opened it "
                 "(it may not be a SQLite database): restore the file, or close and reopen the vault",
             )
+        # The probe below writes nothing that reaches the disk (it rolls back): look at the room left.
+        with suppress(OSError):
+            free = free_bytes(path.parent)
+            if free < _MIN_FREE_BYTES:
+                return HealthStatus(
+                    ok=False,
+                    message=f"the disk holding the sqlite database {path} is full ({free} bytes free): writes fail "
+                    "until space is freed on that file system",
+                )
         try:
             conn = self.connect(busy_ms=_HEALTH_BUSY_MS)
         except MemvaultError as exc:
