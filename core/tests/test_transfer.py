@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import io
 import json
 import threading
@@ -602,3 +603,26 @@ def test_a_failed_import_through_write_groups_names_the_document_and_a_rerun_fin
         assert summary.written + summary.unchanged == 4
         assert summary.written == 1  # the other three were written in the failed run's group
         assert verify_import(target, exported) == []
+
+
+def test_a_document_over_its_cap_in_the_file_is_refused_naming_it_and_its_line(tmp_path: Path) -> None:
+    # A hand-edited local-disk AGENT.md over its 4,000-byte cap exports as it is; the import refused the
+    # whole file with a CapExceeded that named neither the document nor the line.
+    with memvault.open("memory") as source:
+        _put(source, "w", "Prefers metric units.\n")
+        path = _export(source, tmp_path / "cap.jsonl", workspace_id="w")
+    lines = _lines(path)
+    entry = json.loads(lines[1])
+    body = "hand written line of the persona notes " * 120
+    entry["body"] = body
+    entry["document"]["bytes"] = len(body.encode())
+    entry["document"]["digest"] = hashlib.sha256(body.encode()).hexdigest()
+    lines[1] = json.dumps(entry) + "\n"
+    path.write_text("".join(lines), encoding="utf-8")
+    with memvault.open("memory") as target:
+        with pytest.raises(
+            memvault.CapExceeded, match=r"importing AGENT.md of agent \S+ in workspace w \(line 2\)"
+        ) as caught:
+            import_store(target, path)
+        assert (caught.value.cap, caught.value.projected) == (4000, len(body.encode()))
+        assert target.list_documents(memvault.ListDocumentsRequest(workspace_id="w")).documents == []

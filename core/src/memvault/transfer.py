@@ -463,7 +463,8 @@ def import_store(
     conflicts: list[str] = []
     for number, entry in _entries(path):
         if isinstance(entry, ExportedDocument):
-            step = plan[number] = _plan(target, entry, replace)
+            with _naming(entry.document, number):
+                step = plan[number] = _plan(target, entry, replace)
             if step.action == "conflict":
                 conflicts.append(f"{_where(entry.document)} (line {number})")
     if conflicts:
@@ -610,14 +611,17 @@ class _Grouped:
 @contextlib.contextmanager
 def _naming(info: DocumentInfo, number: int) -> Iterator[None]:
     """A memvault error raised inside comes out with the document and the file's line in front of
-    its message, the original chained (as it is when its type has further fields that
-    ``type(exc)(message)`` cannot rebuild)."""
+    its message, the original chained; one whose type has further fields that ``type(exc)(message)``
+    cannot rebuild (``CapExceeded``, ``ContentRejected``) keeps its type and fields, its message
+    prefixed the same way."""
     try:
         yield
     except MemvaultError as exc:
+        message = f"importing {_where(info)} (line {number}): {exc}"
         if not _plain(exc):
+            exc.args = (message, *exc.args[1:])
             raise
-        raise type(exc)(f"importing {_where(info)} (line {number}): {exc}") from exc
+        raise type(exc)(message) from exc
 
 
 def _plain(exc: MemvaultError) -> bool:
