@@ -357,6 +357,29 @@ class ScannerTests(SuiteBase):
         assert [r.sha256 for r in quarantine_records(scanned, ws)] == [kept.value.sha256]
 
     @requires("quarantine", "cascade_forget")
+    def test_p24_erasure_removes_copies_of_rejected_appends_to_the_subjects_documents(
+        self, scanned: memvault.Vault, ws: str
+    ) -> None:
+        """P24/P30: a rejected append's copy is the final body, so it holds the text of the document it
+        extends: another writer's (or an untagged) rejected append to a document the subject wrote to goes
+        with the subject's erasure; a copy of another document stays."""
+        self.put(scanned, ws, "Card ending 4242, expires 09/29.\n", tier="pins", subject="subject-1")
+        with pytest.raises(memvault.ContentRejected) as tagged:
+            self.put(scanned, ws, INJECTION, tier="pins", subject="subject-2")
+        with pytest.raises(memvault.ContentRejected) as untagged:
+            self.put(scanned, ws, INJECTION + " Again.", tier="pins")
+        self.put(scanned, ws, "Prefers metric units.\n", tier="pins", agent="agent-2", subject="subject-2")
+        with pytest.raises(memvault.ContentRejected) as other:
+            self.put(scanned, ws, INJECTION, tier="pins", agent="agent-2")
+        for rejected in (tagged, untagged):
+            record = quarantine_record(scanned, ws, rejected.value.sha256)
+            assert record is not None
+            assert "4242" in record.content
+        scanned.forget(memvault.ForgetRequest(workspace_id=ws, data_subject_id="subject-1"))
+        assert [r.sha256 for r in quarantine_records(scanned, ws) if "4242" in r.content] == []
+        assert [r.sha256 for r in quarantine_records(scanned, ws)] == [other.value.sha256]
+
+    @requires("quarantine", "cascade_forget")
     def test_p24_erasure_leaves_no_copy_of_the_subjects_identical_writes(
         self, scanned: memvault.Vault, ws: str
     ) -> None:

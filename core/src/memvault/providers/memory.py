@@ -45,6 +45,11 @@ from memvault.hooks.markers import hookimpl
 __all__ = ["MemoryProvider"]
 
 
+def _owner(partition: Partition) -> tuple[str, str]:
+    """``(agent_id, crew_id)`` as a quarantine record names the owner of a document of ``partition``."""
+    return (partition.owner_id, "") if partition.kind == "agent" else ("", partition.owner_id)
+
+
 @frozen(kw_only=True)
 class _Document:
     tier: Tier
@@ -126,18 +131,23 @@ class MemoryProvider:
                 ref = request.ref
                 docs = self._partitions.get(ref.partition, {})
                 return ForgetResult(removed=1 if docs.pop(ref.label, None) is not None else 0)
-            removed = 0
+            erased: set[tuple[str, str, str]] = set()
             for partition, docs in self._partitions.items():
                 if partition.workspace_id != request.workspace_id:
                     continue
                 for label in [lb for lb, d in docs.items() if request.data_subject_id in d.data_subjects]:
                     del docs[label]
-                    removed += 1
-            # Quarantine copies are derived data too: erasure removes them (P24).
+                    erased.add((*_owner(partition), label))
+            # Quarantine copies are derived data too (P24): those of the subject's rejected writes, and
+            # those of rejected appends to an erased document (a copy is the final body: it holds its text).
             copies = self._quarantine.get(request.workspace_id, {})
-            for digest in [d for d, r in copies.items() if r.data_subject_id == request.data_subject_id]:
+            for digest in [
+                d
+                for d, r in copies.items()
+                if r.data_subject_id == request.data_subject_id or (r.agent_id, r.crew_id, r.label) in erased
+            ]:
                 del copies[digest]
-            return ForgetResult(removed=removed)
+            return ForgetResult(removed=len(erased))
 
     @hookimpl
     def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:

@@ -25,13 +25,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from memvault.contract.errors import InvalidRequest, UpstreamError
+from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError
 
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
     "DirHandle",
     "SymlinkRefused",
+    "Unfinished",
     "document_lock",
     "lock_name",
     "lstat",
@@ -74,6 +75,57 @@ FILE_MODE: Final = 0o600
 
 class SymlinkRefused(UpstreamError):
     """A document or folder below the root is a symlink; memvault never follows one."""
+
+
+_WRITABLE: Final = "make sure it is writable by this user and the disk is not full"
+#: What to do about a path an ``OSError`` of this errno names, when it is not a permission or space problem.
+_ADVICE: Final = {
+    errno.EISDIR: "a folder where a file belongs: move it away",
+    errno.ENOTDIR: "a file where a folder belongs: move it away",
+    errno.ELOOP: "a symlink; local-disk never follows or removes symlinks: remove it by hand",
+}
+
+
+class Unfinished:
+    """What a walk over many files (an erasure) could not handle, so it goes on with the rest.
+
+    Each problem is one sentence naming the path under the root and what to do; ``cause`` is
+    the first exception behind them (to chain onto the error that reports them all).
+    """
+
+    __slots__ = ("cause", "problems", "retry")
+
+    def __init__(self, retry: str) -> None:
+        #: How the operator finishes the job once a path is fixed: "repeat the erasure".
+        self.retry = retry
+        self.problems: list[str] = []
+        self.cause: BaseException | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.problems)
+
+    @contextlib.contextmanager
+    def attempt(self, path: str, *, folder: str = "") -> Iterator[None]:
+        """Run the block; a typed error or ``OSError`` in it is noted against ``path`` instead of raised.
+
+        :param folder: the folder whose descriptor the block works through: an ``OSError``
+            naming a file there (the tag, the lock, a temporary) is noted against that file.
+        """
+        try:
+            yield
+        except MemvaultError as exc:
+            self._note(str(exc).rstrip("."), exc)
+        except OSError as exc:
+            name = exc.filename
+            where = f"{folder}/{name}" if folder and isinstance(name, str) and name and "/" not in name else path
+            self._note(f"{where}: {exc.strerror or exc}: {_ADVICE.get(exc.errno or 0, _WRITABLE)}", exc)
+
+    def _note(self, problem: str, exc: BaseException) -> None:
+        if not problem.endswith(self.retry):
+            problem = f"{problem}, then {self.retry}"
+        self.problems.append(problem)
+        if self.cause is None:
+            self.cause = exc
 
 
 def safe_component(name: str) -> str:

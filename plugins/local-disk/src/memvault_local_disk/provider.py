@@ -247,7 +247,7 @@ class LocalDiskProvider:
         with self._storage(f"remove {ref.label}"), fs.open_dir(self.root, parts, create=False) as handle:
             if handle is None:
                 return ForgetResult(removed=0)
-            removed = self._remove_document(handle, name, expected_subject=None)
+            removed = self._remove_document(handle, name, expected_subject=None, retry="repeat the forget")
         self._index.drop(parts, name)
         return ForgetResult(removed=1 if removed else 0)
 
@@ -371,17 +371,23 @@ class LocalDiskProvider:
 
     # -- internals ------------------------------------------------------------
 
-    def _remove_document(self, handle: fs.DirHandle, name: str, *, expected_subject: str | None) -> bool:
+    def _remove_document(self, handle: fs.DirHandle, name: str, *, expected_subject: str | None, retry: str) -> bool:
         """Unlink a document, its subject tag and its lock sentinel (under the lock).
 
-        With ``expected_subject`` set, only when the tag still names that subject.
+        With ``expected_subject`` set, only when the tag still names that subject. A symlink or
+        a folder at the document's path is left alone, tag included (a retry finds it again), and
+        raised as an ``UpstreamError`` naming the path and saying what to do, then ``retry``.
         """
         with fs.document_lock(handle, name):
             current = fs.lstat(handle, name)
             if current is not None and stat.S_ISLNK(current.st_mode):
                 raise fs.SymlinkRefused(
                     f"{handle.relpath}/{name} is a symlink; local-disk never follows or removes symlinks. "
-                    "Remove it by hand"
+                    f"Remove it by hand, then {retry}"
+                )
+            if current is not None and stat.S_ISDIR(current.st_mode):
+                raise UpstreamError(
+                    f"{handle.relpath}/{name} is a directory, not a document file: move it away, then {retry}"
                 )
             if expected_subject is not None and expected_subject not in _read_subjects(handle, name):
                 return False
@@ -393,43 +399,102 @@ class LocalDiskProvider:
         return removed
 
     def _forget_subject(self, workspace: str, subject: str) -> int:
-        removed = 0
+        """Erase everything of ``subject`` it can (P24), then raise one error naming every path it could not.
+
+        :raises UpstreamError: when anything was left, so the erasure is never reported complete.
+        """
         with fs.open_dir(self.root, (workspace,), create=False) as ws:
             if ws is None:
                 return 0
-        QuarantineFolder(self.root, workspace).forget_subject(subject)
+        unfinished = fs.Unfinished("repeat the erasure")
+        # Copies of rejected appends to the subject's documents hold their text (a copy is the final
+        # body): they go first, while the tags still say which documents those are (a crash in
+        # between leaves them findable by a repeat).
+        QuarantineFolder(self.root, workspace).forget_subject(
+            subject, unfinished, documents=self._subject_documents(workspace, subject)
+        )
+        removed = 0
         for kind in ("agents", "crews"):
-            with fs.open_dir(self.root, (workspace, kind), create=False) as owners_dir:
-                if owners_dir is None:
-                    continue
-                with os.scandir(owners_dir.fd) as entries:
-                    owners = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+            owners: list[str] = []
+            with (
+                unfinished.attempt(f"{workspace}/{kind}"),
+                fs.open_dir(self.root, (workspace, kind), create=False) as owners_dir,
+            ):
+                if owners_dir is not None:
+                    with os.scandir(owners_dir.fd) as entries:
+                        owners = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
             for owner in owners:
                 if owner.startswith("."):
                     continue
                 base = (workspace, kind, owner)
                 for parts in (base, *((*base, sub) for sub in SUBFOLDERS.values())):
-                    removed += self._forget_subject_in(parts, subject)
+                    removed += self._forget_subject_in(parts, subject, unfinished)
+        if unfinished:
+            problems = unfinished.problems
+            raise UpstreamError(
+                f"local-disk could not finish erasing data subject {subject!r} in workspace {workspace!r} "
+                f"under root {str(self.root)!r}: {removed} document(s) were erased, but "
+                f"{len(problems)} path(s) could not be handled and may still hold the subject's data: "
+                + "; ".join(problems)
+            ) from unfinished.cause
         return removed
 
-    def _forget_subject_in(self, parts: tuple[str, ...], subject: str) -> int:
+    def _subject_documents(self, workspace: str, subject: str) -> set[tuple[str, str, str]]:
+        """``(agent_id, crew_id, label)`` of the workspace's documents whose tag names ``subject``.
+
+        Read without locks or errors: what cannot be read here is met (and reported) by the erasure's
+        own walk, and a document tagged meanwhile is a later write's, outside this erasure.
+        """
+        found: set[tuple[str, str, str]] = set()
+        for kind in ("agents", "crews"):
+            with contextlib.suppress(OSError, MemvaultError):
+                with fs.open_dir(self.root, (workspace, kind), create=False) as owners_dir:
+                    if owners_dir is None:
+                        continue
+                    with os.scandir(owners_dir.fd) as entries:
+                        owners = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+                for owner in owners:
+                    if owner.startswith("."):
+                        continue
+                    who = (owner, "") if kind == "agents" else ("", owner)
+                    for sub in ("", *SUBFOLDERS.values()):
+                        with contextlib.suppress(OSError, MemvaultError):
+                            parts = (workspace, kind, owner, *((sub,) if sub else ()))
+                            with fs.open_dir(self.root, parts, create=False) as handle:
+                                if handle is None:
+                                    continue
+                                with os.scandir(handle.fd) as entries:
+                                    tags = [e.name for e in entries if e.name.startswith(".")]
+                                for tag in tags:
+                                    if not tag.endswith(".md.subject"):
+                                        continue
+                                    data = fs.read_file(handle, tag)
+                                    if data is not None and subject in _parse_subjects(data[0]):
+                                        name = tag[1 : -len(".subject")]
+                                        found.add((*who, f"{sub}/{name}" if sub else name))
+        return found
+
+    def _forget_subject_in(self, parts: tuple[str, ...], subject: str, unfinished: fs.Unfinished) -> int:
+        """Erase the subject's documents of one folder; what cannot be handled is noted in ``unfinished``."""
         removed = 0
-        with fs.open_dir(self.root, parts, create=False) as handle:
+        with unfinished.attempt("/".join(parts)), fs.open_dir(self.root, parts, create=False) as handle:
             if handle is None:
                 return 0
             with os.scandir(handle.fd) as entries:
                 tags = sorted(e.name for e in entries if e.name.startswith(".") and e.name.endswith(".md.subject"))
             for tag in tags:
                 name = tag[1 : -len(".subject")]
-                found = fs.read_file(handle, tag)
-                if found is None or subject not in _parse_subjects(found[0]):  # exact match (P13)
-                    continue
-                if self._remove_document(handle, name, expected_subject=subject):
-                    removed += 1
-                self._index.drop(parts, name)
+                with unfinished.attempt(f"{handle.relpath}/{name}", folder=handle.relpath):
+                    found = fs.read_file(handle, tag)
+                    if found is None or subject not in _parse_subjects(found[0]):  # exact match (P13)
+                        continue
+                    if self._remove_document(handle, name, expected_subject=subject, retry=unfinished.retry):
+                        removed += 1
+                    self._index.drop(parts, name)
             # A crash's temporaries may hold the subject's text or id (a tag file's, a document's
             # mid-append) with no tag naming the subject: an erasure leaves none in a folder it visits.
-            fs.sweep_leftovers(handle, _guarding)
+            with unfinished.attempt(handle.relpath, folder=handle.relpath):
+                fs.sweep_leftovers(handle, _guarding)
         return removed
 
 

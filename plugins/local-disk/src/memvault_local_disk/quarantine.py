@@ -16,6 +16,12 @@ file and the record cannot disagree on a field. One copy is kept per body; a
 later rejected write of the same body by another data subject adds a line
 ``data_subject_ids: [...]`` (every subject whose write the copy holds), so an
 erasure of any of them removes it (P24).
+
+A line ends at ``"\\n"`` and nowhere else (a ``"\\r"`` before it is dropped). Values are
+written with every other character :meth:`str.splitlines` breaks at (U+0085, U+2028,
+U+2029; JSON already escapes the control characters) as a ``\\uXXXX`` escape, so no
+reader, editor or tool splitting lines any way finds a line break inside a value.
+Copies written before that escaping (raw U+2028 inside a JSON string) read the same.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,6 +50,8 @@ _SHA256: Final = re.compile(r"[0-9a-f]{64}")
 _FENCE: Final = "---\n"
 #: Not a record field: the subjects of later rejected writes of the same body.
 _SUBJECTS: Final = "data_subject_ids"
+#: The line breaks of :meth:`str.splitlines` that ``json.dumps(ensure_ascii=False)`` leaves raw.
+_RAW_BREAKS: Final = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 
 
 def check_sha(value: object) -> str:
@@ -56,23 +65,55 @@ def _is_copy(name: str) -> bool:
     return name.endswith(".md") and _SHA256.fullmatch(name[:-3]) is not None
 
 
+def _line(key: str, value: Any) -> str:
+    """One frontmatter line, ``"\\n"`` included: no line break of any kind inside it."""
+    # The escapes only ever land inside JSON strings (the only place these characters can be).
+    return f"{key}: {json.dumps(value, ensure_ascii=False).translate(_RAW_BREAKS)}\n"
+
+
 def encode(record: QuarantineRecord) -> bytes:
     """The file holding ``record``."""
     fields = wire.unstructure(attrs.evolve(record, created_at=record.created_at.astimezone(dt.timezone.utc)))
     content = fields.pop("content")
     front = {"created_at": fields.pop("created_at"), **fields}
-    header = "".join(f"{key}: {json.dumps(value, ensure_ascii=False)}\n" for key, value in front.items())
+    header = "".join(_line(key, value) for key, value in front.items())
     return f"{_FENCE}{header}{_FENCE}{content}".encode()
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of ``text``: split at ``"\\n"`` only, as they are written (``"\\r\\n"`` tolerated).
+
+    Not :meth:`str.splitlines`: it also breaks at U+2028 and the like, which a copy written
+    before they were escaped holds raw inside a JSON string.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _opens(raw: str) -> bool:
+    return raw.startswith((_FENCE, "---\r\n"))
+
+
 def _split(raw: str) -> tuple[list[str], str] | None:
-    """The frontmatter lines and the body, or ``None`` without a complete frontmatter."""
-    if not raw.startswith(_FENCE):
+    """The frontmatter lines and the body, or ``None`` without a complete frontmatter.
+
+    The frontmatter runs from a first line ``---`` to the next line ``---`` (lines as :func:`_lines`).
+    """
+    if not _opens(raw):
         return None
-    header, sep, content = raw[len(_FENCE) :].partition(_FENCE)
-    if not sep:
-        return None
-    return header.splitlines(), content
+    lines: list[str] = []
+    start = raw.index("\n") + 1
+    while True:
+        end = raw.find("\n", start)
+        if end < 0:
+            return None
+        line = raw[start:end].removesuffix("\r")
+        if line == "---":
+            return lines, raw[end + 1 :]
+        lines.append(line)
+        start = end + 1
 
 
 def _field(line: str) -> tuple[str, Any]:
@@ -89,7 +130,7 @@ def decode(name: str, data: bytes) -> QuarantineRecord:
     raw = data.decode("utf-8", errors="replace")
     split = _split(raw)
     if split is None:
-        what = "no frontmatter" if not raw.startswith(_FENCE) else "an unterminated frontmatter"
+        what = "an unterminated frontmatter" if _opens(raw) else "no frontmatter"
         raise UpstreamError(f"quarantine copy {name!r} has {what}: it was edited by hand")
     lines, content = split
     fields: dict[str, Any] = {}
@@ -105,6 +146,16 @@ def decode(name: str, data: bytes) -> QuarantineRecord:
         return wire.structure(fields, QuarantineRecord, what=f"quarantine copy {name!r}")
     except InvalidRequest as exc:
         raise UpstreamError(f"quarantine copy {name!r} is not a quarantine record: {exc}") from exc
+
+
+def _rewritten(line: str) -> str:
+    """A frontmatter line kept by a rewrite, ``"\\n"`` included: a value an older release wrote with
+    a raw line break (U+2028) is escaped now; a line that is not ``key: json`` stays as it is."""
+    try:
+        key, value = _field(line)
+    except ValueError:
+        return f"{line}\n"
+    return _line(key, value)
 
 
 def _subjects(lines: list[str]) -> set[str]:
@@ -182,9 +233,9 @@ class QuarantineFolder:
         if subject in subjects:
             return
         subjects.add(subject)
-        kept = [line for line in lines if not line.startswith(f"{_SUBJECTS}: ")]
-        kept.append(f"{_SUBJECTS}: {json.dumps(sorted(subjects))}")
-        data = (_FENCE + "".join(f"{line}\n" for line in kept) + _FENCE + content).encode("utf-8", "surrogateescape")
+        kept = [_rewritten(line) for line in lines if not line.startswith(f"{_SUBJECTS}: ")]
+        kept.append(_line(_SUBJECTS, sorted(subjects)))
+        data = (_FENCE + "".join(kept) + _FENCE + content).encode("utf-8", "surrogateescape")
         fs.write_atomic(handle, name, data, mode=0o600)
 
     def list(self) -> list[QuarantineRecord]:
@@ -211,25 +262,49 @@ class QuarantineFolder:
         found = fs.read_file(handle, name)
         return None if found is None else decode(name, found[0])
 
-    def forget_subject(self, subject: str) -> None:
-        """Quarantine copies of the subject's rejected writes are derived data: erase them too (P24)."""
-        with self.handle(create=False) as handle:
+    def forget_subject(
+        self,
+        subject: str,
+        unfinished: fs.Unfinished,
+        documents: AbstractSet[tuple[str, str, str]] = frozenset(),
+    ) -> None:
+        """Quarantine copies of the subject's rejected writes are derived data: erase them too (P24), and
+        so are copies of rejected appends to the ``documents`` the erasure removes (``(agent_id, crew_id,
+        label)``): a copy is the final body, so it holds the document's text, whoever wrote it.
+
+        A copy (or the folder) that cannot be handled is noted in ``unfinished``; the others still go.
+        """
+        folder = f"{self.workspace}/{QUARANTINE_DIR}"
+        with unfinished.attempt(folder), self.handle(create=False) as handle:
             if handle is None:
                 return
             for name in _copies(handle):
-                with fs.document_lock(handle, name):
+                with unfinished.attempt(f"{folder}/{name}", folder=folder), fs.document_lock(handle, name):
                     found = fs.read_file(handle, name)
                     if found is None:
                         continue
-                    header = found[0].decode("utf-8", errors="replace")[len(_FENCE) :].partition(_FENCE)[0]
-                    if subject not in _subjects(header.splitlines()):
+                    raw = found[0].decode("utf-8", errors="replace")
+                    split = _split(raw)  # a copy broken by hand: every line that names a subject counts
+                    if subject not in _subjects(split[0] if split is not None else _lines(raw)) and (
+                        not documents or _names(name, found[0]) not in documents
+                    ):
                         continue
                     fs.remove_file(handle, name)
                     fs.sweep_temporaries(handle, name)
                     fs.remove_file(handle, fs.lock_name(name))
                     os.fsync(handle.fd)
             # A copy whose write crashed is only a temporary, found by no look-up (P24): sweep them all.
-            fs.sweep_leftovers(handle, lambda target: target)
+            with unfinished.attempt(folder, folder=folder):
+                fs.sweep_leftovers(handle, lambda target: target)
+
+
+def _names(name: str, data: bytes) -> tuple[str, str, str] | None:
+    """``(agent_id, crew_id, label)`` of the document a copy was written for; ``None`` when unreadable."""
+    try:
+        record = decode(name, data)
+    except UpstreamError:
+        return None
+    return (record.agent_id, record.crew_id, record.label)
 
 
 def _copies(handle: fs.DirHandle) -> list[str]:

@@ -676,6 +676,19 @@ class PostgresProvider:
                         " ORDER BY d.partition_id, d.id FOR UPDATE OF d",
                         (request.workspace_id, request.data_subject_id),
                     ).fetchall()
+                quarantined = 0
+                if request.data_subject_id:
+                    # Quarantine copies are derived data too (P24): those of the subject's rejected writes,
+                    # and those of rejected appends to a document erased here (a copy is the final body,
+                    # so it holds the document's text), whoever wrote them. Before the documents go.
+                    quarantined = conn.execute(
+                        "DELETE FROM quarantine AS q WHERE q.workspace_id = %s AND (q.data_subject_id = %s"
+                        " OR EXISTS (SELECT 1 FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
+                        " WHERE d.workspace_id = q.workspace_id AND d.subjects @> ARRAY[%s]::text[]"
+                        " AND d.label = q.label AND ((p.kind = 'agent' AND q.agent_id = p.owner_id"
+                        " AND q.crew_id = '') OR (p.kind = 'crew' AND q.crew_id = p.owner_id AND q.agent_id = ''))))",
+                        (request.workspace_id, request.data_subject_id, request.data_subject_id),
+                    ).rowcount
                 for pid, doc_id, _shard in rows:
                     conn.execute("DELETE FROM lines WHERE partition_id = %s AND document_id = %s", (pid, doc_id))
                     conn.execute(
@@ -687,11 +700,6 @@ class PostgresProvider:
                         (pid, doc_id),
                     )
                 if request.data_subject_id:
-                    # Quarantine copies of the subject's rejected writes are derived data too (P24).
-                    quarantined = conn.execute(
-                        "DELETE FROM quarantine WHERE workspace_id = %s AND data_subject_id = %s",
-                        (request.workspace_id, request.data_subject_id),
-                    ).rowcount
                     # The rows are gone; their bytes stay in the table files until the shards are
                     # rewritten. Record that durably, in the same transaction, before saying anything.
                     relations = {str(shard) for _pid, _doc, shard in rows}

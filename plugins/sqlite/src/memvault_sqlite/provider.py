@@ -434,15 +434,21 @@ class SqliteProvider:
                         " WHERE s.workspace_id = ? AND s.data_subject_id = ?",
                         (request.workspace_id, request.data_subject_id),
                     ).fetchall()
-                for doc_id, _pid in rows:
-                    schema.delete_document(conn, doc_id)
                 quarantined = 0
                 if request.data_subject_id:
-                    # Quarantine copies of the subject's rejected writes are derived data too (P24).
+                    # Quarantine copies are derived data too (P24): those of the subject's rejected writes,
+                    # and those of rejected appends to a document erased here (a copy is the final body,
+                    # so it holds the document's text), whoever wrote them.
                     quarantined = conn.execute(
-                        "DELETE FROM quarantine WHERE workspace_id = ? AND data_subject_id = ?",
-                        (request.workspace_id, request.data_subject_id),
+                        "DELETE FROM quarantine WHERE workspace_id = ? AND (data_subject_id = ? OR EXISTS ("
+                        " SELECT 1 FROM document_subjects AS s JOIN documents AS d ON d.id = s.document_id"
+                        " WHERE s.workspace_id = quarantine.workspace_id AND s.data_subject_id = ?"
+                        " AND d.label = quarantine.label AND d.agent_id = quarantine.agent_id"
+                        " AND d.crew_id = quarantine.crew_id))",
+                        (request.workspace_id, request.data_subject_id, request.data_subject_id),
                     ).rowcount
+                for doc_id, _pid in rows:
+                    schema.delete_document(conn, doc_id)
                 # Rewrite each FTS shard that held the text as one segment: the erased
                 # terms leave the index instead of lingering under delete markers, and
                 # secure_delete zeroes the pages the old segments freed.
