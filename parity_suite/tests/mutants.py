@@ -1470,6 +1470,27 @@ class ErasureKeepsQuarantineCopies(MemoryProvider):
         return result
 
 
+class ErasureKeepsOthersCopies(MemoryProvider):
+    """P24/P30: erasure removes the copies of the subject's own rejected writes only, not those of other
+    writers' rejected appends to the subject's documents (which hold the subject's text).
+
+    Killed by: test_p24_erasure_removes_copies_of_rejected_appends_to_the_subjects_documents.
+    """
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        with self._lock:
+            saved = {
+                ws: {d: r for d, r in copies.items() if r.data_subject_id != request.data_subject_id}
+                for ws, copies in self._quarantine.items()
+            }
+        result = super().memvault_forget(request)
+        with self._lock:
+            for ws, copies in saved.items():
+                self._quarantine.setdefault(ws, {}).update(copies)
+        return result
+
+
 # -- the stored body of an append, checked inside the write (P29, P30; capability checks_stored) --------
 
 
@@ -2020,6 +2041,7 @@ def _name(cls: type) -> str:
 
 
 _CLASSES: list[type[Any]] = [
+    ErasureKeepsOthersCopies,
     LeaksAcrossWorkspaces,
     LeaksAcrossAgents,
     IgnoresLimit,
