@@ -201,3 +201,54 @@ def test_the_head_deadline_spares_idle_keep_alive_and_pipelined_requests(quick_u
         time.sleep(1.0)  # idle for twice the head deadline, within uvicorn's 5 s keep-alive
         sock.sendall(_recall_request(close=False) + _recall_request(close=False))  # two, pipelined
         assert [a[:12] for a in answers(2)] == [b"HTTP/1.1 200"] * 2
+
+
+def test_an_answer_before_the_body_ends_the_connection_with_either_parser(quick_url: str) -> None:
+    """404 at once for a body declared 100 MB; the body then trickles: either parser's connection
+    says ``Connection: close`` and is closed within the deadline (0.5 s here), not kept for ever."""
+    parts = urlsplit(quick_url)
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=10) as sock:
+        sock.sendall(b"POST /v1/nope HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{")
+        data = b""
+        while not data.endswith(b"}"):
+            chunk = sock.recv(65536)
+            assert chunk, f"closed before the answer: {data!r}"
+            data += chunk
+        answered = time.monotonic()
+        sock.settimeout(0.05)
+        closed_after = None
+        while time.monotonic() - answered < 5:
+            try:
+                sock.sendall(b"x")
+                if sock.recv(65536) == b"":
+                    closed_after = time.monotonic() - answered
+                    break
+            except TimeoutError:
+                pass
+            except OSError:
+                closed_after = time.monotonic() - answered
+                break
+            time.sleep(0.05)
+    head = data.partition(b"\r\n\r\n")[0].lower()
+    assert head.startswith(b"http/1.1 404")
+    assert closed_after is not None, "the connection stayed open while its body trickled"
+    assert closed_after < 2.0
+    assert b"\r\nconnection: close" in head
+
+
+def test_a_client_writing_a_large_body_reads_the_early_answer_with_either_parser(url: str) -> None:
+    """The rest of an answered body is read and dropped before the connection closes: http.client,
+    still writing 16 MiB, then reads the typed 404 (no reset)."""
+    import http.client
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
+    try:
+        conn.request("POST", "/v1/nope", body=b"x" * (16 << 20))
+        response = conn.getresponse()
+        body = response.read()
+    finally:
+        conn.close()
+    assert response.status == 404
+    assert response.getheader("connection") == "close"
+    assert json.loads(body)["error"]["type"] == "InvalidRequest"

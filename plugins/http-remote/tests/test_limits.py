@@ -122,3 +122,21 @@ def test_body_trickling_past_the_body_timeout_is_408() -> None:
 
     asyncio.run(asyncio.wait_for(app(_chunked_recall_scope(), receive, send), timeout=5))
     assert sent[0]["status"] == 408
+
+
+def test_a_call_past_the_timeout_keeps_its_slot_until_it_returns() -> None:
+    """max_concurrent 1, recalls of 1 s, a timeout of 0.2 s: 504, then 503 while the abandoned call
+    still runs in its thread (before: a second thread started at once), then, once it returned, the
+    next recall is let in again (and times out in its turn)."""
+    app = _app(SlowProvider(delay=1.0), max_concurrent=1, request_timeout=0.2)
+
+    async def run() -> list[tuple[int, str]]:
+        answers = []
+        for wait in (0.0, 0.0, 1.2):
+            await asyncio.sleep(wait)
+            response = await _post(app, "/v1/recall", RECALL)
+            answers.append((response.status_code, response.headers.get("retry-after", "")))
+        return answers
+
+    assert asyncio.run(run()) == [(504, ""), (503, "1"), (504, "")]
+    assert (app.in_flight, app.per_client) == (0, {})

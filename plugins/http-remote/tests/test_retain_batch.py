@@ -277,45 +277,69 @@ def test_a_batch_over_the_service_s_total_is_503_naming_max_concurrent() -> None
     assert (app.in_flight, app.per_client) == (0, {})
 
 
-def test_the_slots_of_a_failing_batch_are_released() -> None:
-    """A batch that times out (504) gives its items' slots back: the next full batch passes."""
+async def _until_free(app: Any) -> None:
+    for _ in range(500):
+        if app.in_flight == 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the slots never came back: {app.per_client}")
+
+
+def test_the_slots_of_a_timed_out_batch_come_back_when_its_provider_call_returns() -> None:
+    """A batch answered 504 keeps its items' slots while its provider call still runs (a thread
+    cannot be stopped): the next full batch gets the 503. Once the call returns, the slots come back
+    and the next full batch passes."""
     provider = HeldProvider()
     app = _gated_app(provider, max_per_token=3, request_timeout=0.2)
 
-    async def run() -> tuple[httpx.Response, dict[str, int], httpx.Response]:
+    async def run() -> tuple[httpx.Response, dict[str, int], httpx.Response, httpx.Response]:
         timed_out = await _post(app, "/v1/retain/batch", {"items": [_item("hold\n"), _item("a\n"), _item("b\n")]})
         after = dict(app.per_client)
+        refused = await _post(app, "/v1/retain/batch", {"items": [_item("c\n"), _item("d\n"), _item("e\n")]})
         provider.release.set()
+        await _until_free(app)
         again = await _post(app, "/v1/retain/batch", {"items": [_item("c\n"), _item("d\n"), _item("e\n")]})
-        return timed_out, after, again
+        return timed_out, after, refused, again
 
-    timed_out, after, again = asyncio.run(run())
+    try:
+        timed_out, after, refused, again = asyncio.run(run())
+    finally:
+        provider.release.set()
     assert timed_out.status_code == 504
     assert timed_out.json()["error"]["type"] == "UpstreamTimeout"
-    assert after == {}
+    assert list(after.values()) == [3]
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
+    assert "provider calls still running" in refused.json()["error"]["message"]
     assert again.status_code == 200
     assert (app.in_flight, app.per_client) == (0, {})
 
 
-def test_the_slots_of_a_batch_whose_caller_leaves_are_released() -> None:
-    """Cancelled mid-flight (the caller went away): every slot comes back."""
+def test_the_slots_of_a_batch_whose_caller_leaves_come_back_when_its_provider_call_returns() -> None:
+    """Cancelled mid-flight (the caller went away): the slots stay taken while the provider call
+    runs, and every one comes back when it returns."""
     provider = HeldProvider()
     app = _gated_app(provider, max_per_token=4)
 
-    async def run() -> dict[str, int]:
+    async def run() -> tuple[dict[str, int], dict[str, int]]:
         task = asyncio.create_task(_post(app, "/v1/retain/batch", {"items": [_item("hold\n"), _item("a\n")]}))
         await _until_held(provider)
         assert list(app.per_client.values()) == [2]
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return dict(app.per_client)
+        left = dict(app.per_client)
+        provider.release.set()
+        await _until_free(app)
+        return left, dict(app.per_client)
 
     try:
-        assert asyncio.run(run()) == {}
-        assert app.in_flight == 0
+        left, after = asyncio.run(run())
     finally:
         provider.release.set()
+    assert list(left.values()) == [2]
+    assert after == {}
+    assert app.in_flight == 0
 
 
 def test_the_request_log_line_says_how_many_items_a_batch_carried(

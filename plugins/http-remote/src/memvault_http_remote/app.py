@@ -228,8 +228,11 @@ class _Service:
         self.settings = settings
         self.tokens = tokens
         # Threads, not the event loop, run the (synchronous) provider; bounded
-        # like the requests so a flood cannot spawn unbounded threads.
+        # like the requests so a flood cannot spawn unbounded threads. A call holds
+        # its token until its thread returns, also after its request gave up (504).
         self.limiter = anyio.CapacityLimiter(settings.max_concurrent)
+        #: Provider calls running (the tasks that wait for their threads), abandoned ones included.
+        self.calls: set[asyncio.Task[Any]] = set()
         #: The outermost layer (set by :func:`create_app`): a batch takes its extra slots from it.
         self.gate: _Gate | None = None
         # The provider's hook itself, under the service's own deadline (health_timeout): the
@@ -333,13 +336,28 @@ class _Service:
                 ),
             )
 
-    async def call(self, func: Callable[[], _T]) -> _T:
-        """Run the provider in a worker thread under the per-request timeout."""
+    async def call(self, scope: Scope, func: Callable[[], _T]) -> _T:
+        """Run the provider in a worker thread under the per-request timeout (504 past it).
+
+        A thread cannot be stopped: a call the request gives up on (the timeout, or
+        the caller leaving) runs on to its end. It keeps its limiter token, and the
+        request (``scope``) keeps its slots in the gate, until the call returns, so
+        the provider calls running, abandoned ones included, never outnumber
+        ``max_concurrent``; while they hold the slots, new requests get the gate's 503.
+        """
         timeout = self.settings.request_timeout
+        admission = self.gate.call_started(scope) if self.gate is not None else None
+        started = time.monotonic()
+        gave_up: list[str] = []  # why the request stopped waiting for the call, if it did
+        work = asyncio.get_running_loop().create_task(anyio.to_thread.run_sync(func, limiter=self.limiter))
+        self.calls.add(work)
+        work.add_done_callback(lambda done: self._call_ended(done, admission, scope, started, gave_up))
         try:
             with anyio.fail_after(timeout):
-                return await anyio.to_thread.run_sync(func, abandon_on_cancel=True, limiter=self.limiter)
+                return await asyncio.shield(work)
         except TimeoutError:
+            if not work.done():
+                gave_up.append("it was answered 504")
             raise _HttpError(
                 504,
                 UpstreamTimeout(
@@ -347,6 +365,36 @@ class _Service:
                     "retry later, or raise server.request_timeout"
                 ),
             ) from None
+        except BaseException:
+            if not work.done():
+                gave_up.append("its caller left")
+            raise
+
+    def _call_ended(
+        self,
+        work: asyncio.Task[Any],
+        admission: _Admission | None,
+        scope: Scope,
+        started: float,
+        gave_up: list[str],
+    ) -> None:
+        """A provider call returned: its request's slots may go back; one its request gave up on is logged."""
+        self.calls.discard(work)
+        if admission is not None and self.gate is not None:
+            self.gate.call_ended(admission)
+        if work.cancelled():
+            return  # the event loop is closing
+        failure = work.exception()  # retrieved, whoever waits for it
+        if gave_up:
+            log.warning(
+                "provider call on %s returned after %.1f s, after its request gave up on it (%s): %s",
+                scope.get("path", "-"),
+                time.monotonic() - started,
+                gave_up[0],
+                "it succeeded (a write it made has landed)"
+                if failure is None
+                else f"it failed ({type(failure).__name__})",
+            )
 
     # -- handlers --------------------------------------------------------------
 
@@ -356,7 +404,7 @@ class _Service:
             data = await self.read_json(request)
             self.authorize(entry, data)
             parsed = structure(data, cls, what="request body")
-            result = await self.call(lambda: method(parsed))
+            result = await self.call(request.scope, lambda: method(parsed))
             return JSONResponse(unstructure(result))
 
         return handler
@@ -365,8 +413,9 @@ class _Service:
         """``POST /v1/retain/batch``: 1..``max_batch_items`` retains, one outcome each, in order.
 
         The batch's items past its first take slots of their own from the gate
-        (503 when they do not fit), held until the answer is ready, whatever
-        happens: an error, the timeout, or the caller leaving.
+        (503 when they do not fit). The gate gives them back with the request's
+        own, whatever happens (an error, the timeout, the caller leaving), once
+        the batch is answered and its provider calls have returned.
         """
         entry = self.authenticate(request)
         data = await self.read_json(request, check_text=False)
@@ -375,12 +424,8 @@ class _Service:
         extra = len(items) - 1
         if self.gate is not None and extra:
             self.gate.reserve(request.scope, extra)
-        try:
-            independent = bool(data.get("independent", False))
-            return JSONResponse({"results": await self.run_batch(entry, items, independent=independent)})
-        finally:
-            if self.gate is not None and extra:
-                self.gate.release(request.scope, extra)
+        independent = bool(data.get("independent", False))
+        return JSONResponse({"results": await self.run_batch(request.scope, entry, items, independent=independent)})
 
     def batch_items(self, data: dict[str, Any]) -> list[Any]:
         """The batch's ``items``: 400 for anything but a list of 1 to ``max_batch_items`` entries."""
@@ -436,7 +481,7 @@ class _Service:
         return items
 
     async def run_batch(
-        self, entry: TokenEntry | None, items: list[Any], *, independent: bool = False
+        self, scope: Scope, entry: TokenEntry | None, items: list[Any], *, independent: bool = False
     ) -> list[dict[str, Any]]:
         """Each item checked like a ``/v1/retain`` body, then every valid one in one ``retain_many`` call.
 
@@ -469,9 +514,9 @@ class _Service:
             positions.append(len(outcomes))
             outcomes.append({})
         if parsed and independent and len(parsed) > 1 and not self.vault.writes_in_groups:
-            results = await self.retain_each(parsed)
+            results = await self.retain_each(scope, parsed)
         elif parsed:
-            results = await self.call(lambda: self.vault.retain_many(parsed))
+            results = await self.call(scope, lambda: self.vault.retain_many(parsed))
         if parsed:
             for position, outcome in zip(positions, results, strict=True):
                 outcomes[position] = (
@@ -481,7 +526,7 @@ class _Service:
                 )
         return outcomes
 
-    async def retain_each(self, requests: list[RetainRequest]) -> list[RetainResult | MemvaultError]:
+    async def retain_each(self, scope: Scope, requests: list[RetainRequest]) -> list[RetainResult | MemvaultError]:
         """Each retain on its own worker thread, at once; one outcome each (a timeout is that item's 504)."""
         outcomes: list[RetainResult | MemvaultError] = [UpstreamError("not run")] * len(requests)
 
@@ -493,7 +538,7 @@ class _Service:
 
         async def run(index: int, request: RetainRequest) -> None:
             try:
-                outcomes[index] = await self.call(lambda: retain(request))
+                outcomes[index] = await self.call(scope, lambda: retain(request))
             except _HttpError as exc:
                 outcomes[index] = exc.error
 
@@ -542,7 +587,7 @@ class _Service:
             )
         self.authorize(entry, data)
         parsed = structure(data, ListDocumentsRequest, what="request body")
-        result = await self.call(lambda: self.vault.list_documents(parsed))
+        result = await self.call(request.scope, lambda: self.vault.list_documents(parsed))
         return JSONResponse(unstructure(result))
 
     async def quarantine_keep(self, request: Request) -> Response:
@@ -550,7 +595,9 @@ class _Service:
         data = await self.read_json(request)
         self.authorize(entry, data)
         record = structure(data, QuarantineRecord, what="request body")
-        kept = await self.call(lambda: _unless_unsupported(lambda: self.vault.quarantine_keep(record), False))
+        kept = await self.call(
+            request.scope, lambda: _unless_unsupported(lambda: self.vault.quarantine_keep(record), False)
+        )
         return JSONResponse({"kept": kept is True})
 
     async def quarantine_list(self, request: Request) -> Response:
@@ -559,7 +606,7 @@ class _Service:
         self.authorize(entry, data)
         query = structure(data, _QuarantineList, what="request body")
         records = await self.call(
-            lambda: _unless_unsupported(lambda: self.vault.quarantine_list(query.workspace_id), None)
+            request.scope, lambda: _unless_unsupported(lambda: self.vault.quarantine_list(query.workspace_id), None)
         )
         return JSONResponse({"records": None if records is None else [unstructure(r) for r in records]})
 
@@ -569,7 +616,8 @@ class _Service:
         self.authorize(entry, data)
         query = structure(data, _QuarantineGet, what="request body")
         record = await self.call(
-            lambda: _unless_unsupported(lambda: self.vault.quarantine_get(query.workspace_id, query.sha256), None)
+            request.scope,
+            lambda: _unless_unsupported(lambda: self.vault.quarantine_get(query.workspace_id, query.sha256), None),
         )
         return JSONResponse({"record": None if record is None else unstructure(record)})
 
@@ -631,6 +679,28 @@ _HEALTH_MAX_WAIT: Final = 0.25
 _UNBOUNDED: Final = frozenset({f"{API_PREFIX}/health"})
 
 
+class _Admission:
+    """One request the gate let in: the caller's key and bound, the slots it holds, its provider calls.
+
+    Its slots (one, plus one per further item of a batch) go back when the request
+    is over (answered, or its caller gone) *and* every provider call it started
+    has returned. A call past the request timeout answers 504 at once but runs on
+    in its worker thread: until it returns it keeps the request's slots, so the
+    calls running, abandoned ones included, stay within ``max_concurrent`` (and
+    within the caller's own bound).
+    """
+
+    __slots__ = ("bound", "key", "over", "running", "setting", "slots")
+
+    def __init__(self, key: str, bound: int, setting: str) -> None:
+        self.key = key
+        self.bound = bound
+        self.setting = setting
+        self.slots = 0
+        self.running = 0
+        self.over = False
+
+
 class _Gate:
     """Outermost ASGI layer: the concurrency bounds (503) and one log line per request.
 
@@ -638,7 +708,10 @@ class _Gate:
     (``max_concurrent``), the caller's own (``max_per_token`` per token, or per
     peer address when the service runs without tokens), and one shared bound for
     every request without a valid token (``max_unauthenticated``). So one token
-    holder with stalled uploads cannot take the slots other tenants need.
+    holder with stalled uploads cannot take the slots other tenants need. A
+    request holds its slots until it is over and its provider calls have
+    returned (:class:`_Admission`): a request answered 504 counts until the
+    provider call it gave up on returns.
     """
 
     def __init__(self, app: ASGIApp, settings: ServerSettings, tokens: TokenStore) -> None:
@@ -647,6 +720,8 @@ class _Gate:
         self.tokens = tokens
         self.in_flight = 0
         self.per_client: dict[str, int] = {}
+        #: Requests already over whose provider calls still run, holding their slots.
+        self.outlived: set[_Admission] = set()
 
     def _client(self, scope: Scope) -> tuple[str, int, str]:
         """The caller's key, its bound, and the setting that holds the bound."""
@@ -664,27 +739,70 @@ class _Gate:
             return "anonymous", self.settings.max_unauthenticated, "max_unauthenticated"
         return f"token:{entry.sha256}", self.settings.max_per_token, "max_per_token"
 
-    def _release(self, key: str, count: int) -> None:
+    def _take(self, admission: _Admission, count: int) -> None:
+        self.in_flight += count
+        self.per_client[admission.key] = self.per_client.get(admission.key, 0) + count
+        admission.slots += count
+
+    def _settle(self, admission: _Admission) -> None:
+        """Give the request's slots back once it is over and its provider calls have returned."""
+        if not admission.over:
+            return
+        if admission.running:
+            self.outlived.add(admission)
+            return
+        self.outlived.discard(admission)
+        count, admission.slots = admission.slots, 0
+        if not count:
+            return
         self.in_flight -= count
-        left = self.per_client[key] - count
+        left = self.per_client[admission.key] - count
         if left:
-            self.per_client[key] = left
+            self.per_client[admission.key] = left
         else:
-            del self.per_client[key]
+            del self.per_client[admission.key]
+
+    def _outlived_note(self, key: str | None = None) -> str:
+        """For a refusal: how many of the slots are held by provider calls whose requests were answered."""
+        held = sum(a.slots for a in self.outlived if key is None or a.key == key)
+        if not held:
+            return ""
+        return (
+            f" ({held} of them held by provider calls still running for requests already answered, "
+            "such as a 504 past server.request_timeout: they count until they return)"
+        )
+
+    @staticmethod
+    def admission(scope: Scope) -> _Admission | None:
+        """What the gate holds for the request of ``scope``; ``None`` when this gate did not admit it."""
+        admitted = scope.get("memvault", {}).get("gate")
+        return admitted if isinstance(admitted, _Admission) else None
+
+    def call_started(self, scope: Scope) -> _Admission | None:
+        """A provider call of the request of ``scope`` starts: pair with :meth:`call_ended` when it returns."""
+        admission = self.admission(scope)
+        if admission is not None:
+            admission.running += 1
+        return admission
+
+    def call_ended(self, admission: _Admission) -> None:
+        """A provider call :meth:`call_started` counted has returned (its thread is free)."""
+        admission.running -= 1
+        self._settle(admission)
 
     def reserve(self, scope: Scope, extra: int) -> None:
         """Count ``extra`` more requests in flight for the caller the gate admitted with ``scope``.
 
         For a batch, whose items past the first count as requests of their own:
         the caller's bound and the service's total apply to them as to separate
-        requests. Pair with :meth:`release` (try/finally).
+        requests. They go back with the request's own slot.
 
         :raises _HttpError: 503 with ``Retry-After``, as the gate's own refusals, when they do not fit.
         """
-        admitted = scope.get("memvault", {}).get("gate")
-        if admitted is None:
+        admission = self.admission(scope)
+        if admission is None:
             return  # not admitted by this gate (the app served without it): nothing counted
-        key, bound, setting = admitted
+        key, bound, setting = admission.key, admission.bound, admission.setting
         items = extra + 1
         held = self.per_client.get(key, 0)
         total = self.settings.max_concurrent
@@ -692,27 +810,20 @@ class _Gate:
         if self.in_flight + extra > total:
             refusal = (
                 f"this batch of {items} items counts as {items} requests, which with the others in flight is "
-                f"over the service's limit of {total} concurrent requests (server.max_concurrent): "
-                "retry shortly, or send fewer items per batch"
+                f"over the service's limit of {total} concurrent requests (server.max_concurrent)"
+                f"{self._outlived_note()}: retry shortly, or send fewer items per batch"
             )
         elif held + extra > bound:
             who = "requests without a valid token have" if key == "anonymous" else "this client has"
             others = f" and {who} {held - 1} more in flight" if held > 1 else ""
             refusal = (
-                f"this batch of {items} items counts as {items} requests{others}: over the limit of {bound} "
-                f"(server.{setting}); send at most {bound} items per batch, or wait for the others to "
-                "finish, then retry"
+                f"this batch of {items} items counts as {items} requests{others}{self._outlived_note(key)}: "
+                f"over the limit of {bound} (server.{setting}); send at most {bound} items per batch, or wait "
+                "for the others to finish, then retry"
             )
         if refusal:
             raise _HttpError(503, UpstreamError(refusal), {"Retry-After": "1"})
-        self.in_flight += extra
-        self.per_client[key] = held + extra
-
-    def release(self, scope: Scope, extra: int) -> None:
-        """Give back the slots :meth:`reserve` took."""
-        admitted = scope.get("memvault", {}).get("gate")
-        if admitted is not None:
-            self._release(admitted[0], extra)
+        self._take(admission, extra)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -731,30 +842,31 @@ class _Gate:
             if scope.get("path") in _UNBOUNDED:
                 await self.app(scope, receive, send_logged)
                 return
-            key, bound, setting = self._client(scope)
-            scope.setdefault("memvault", {})["gate"] = (key, bound, setting)
+            admission = _Admission(*self._client(scope))
+            key, bound, setting = admission.key, admission.bound, admission.setting
             refusal = ""
             if self.in_flight >= self.settings.max_concurrent:
                 refusal = (
                     f"the service is at its limit of {self.settings.max_concurrent} concurrent requests "
-                    "(server.max_concurrent): retry shortly"
+                    f"(server.max_concurrent){self._outlived_note()}: retry shortly"
                 )
             elif self.per_client.get(key, 0) >= bound:
                 who = "requests without a valid token" if key == "anonymous" else "this client"
                 refusal = (
-                    f"{who} already have {bound} requests in flight (server.{setting}): "
+                    f"{who} already have {bound} requests in flight (server.{setting}){self._outlived_note(key)}: "
                     "wait for them to finish, then retry"
                 )
             if refusal:
                 response = _error_response(503, UpstreamError(refusal), {"Retry-After": "1"})
                 await response(scope, receive, send_logged)
                 return
-            self.in_flight += 1
-            self.per_client[key] = self.per_client.get(key, 0) + 1
+            scope.setdefault("memvault", {})["gate"] = admission
+            self._take(admission, 1)
             try:
                 await self.app(scope, receive, send_logged)
             finally:
-                self._release(key, 1)
+                admission.over = True
+                self._settle(admission)
         finally:
             client = scope.get("client")
             peer = f"{client[0]}:{client[1]}" if client else "-"

@@ -15,8 +15,8 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
-from typing import Final, cast
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, cast
 
 import click
 import h11
@@ -103,7 +103,8 @@ class _HeadDeadline:
     sent nothing, is closed). Without it, uvicorn keeps a connection that sends a
     partial head, or nothing at all, open for ever: an unauthenticated caller
     could hold every file descriptor of the service. Idle keep-alive connections
-    between requests are uvicorn's own (``timeout_keep_alive``).
+    between requests are uvicorn's own (``timeout_keep_alive``); a body the
+    service does not read, :class:`_AnsweredEarly`'s.
     """
 
     #: Seconds; ``run_server`` sets the service's ``body_timeout`` on its subclass.
@@ -145,9 +146,167 @@ class _HeadDeadline:
         transport.close()
 
 
-class _TypedH11Protocol(_HeadDeadline, H11Protocol):
+class _LingeringTransport(asyncio.Transport):
+    """The transport uvicorn's protocol is given: the connection's own, except that its
+    :meth:`close` may linger (see :class:`_AnsweredEarly`)."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: _AnsweredEarly) -> None:
+        super().__init__()
+        self._transport = transport
+        self._protocol = protocol
+
+    def close(self) -> None:
+        if not self._protocol._linger():
+            self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._protocol._lingering or self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._transport.write(data)
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        self._transport.writelines(list_of_data)
+
+    def write_eof(self) -> None:
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def abort(self) -> None:
+        self._transport.abort()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
+
+
+class _AnsweredEarly:
+    """A request answered before its body has all arrived ends its connection.
+
+    The service answers many requests without reading their bodies: 401, the 503
+    of its concurrency gate, 404, 405, 413 by the declared length, health. Left to
+    uvicorn, the connection stays open for a next request, reading and dropping the
+    rest of the body with no deadline at all (the head deadline ends with the head,
+    uvicorn's keep-alive timer is cancelled by every read and re-armed only after
+    the next answer, and ``body_timeout`` bounds only the bodies the service
+    reads): a caller without a token could hold a connection for ever by sending
+    one byte a second, and with enough of them every file descriptor.
+
+    So such an answer carries ``Connection: close`` and ends the connection. The
+    server first reads, and drops, what the client still sends, so that a client
+    busy writing a large body gets to read the answer rather than a reset; it
+    closes when the client closes its side, and at the latest ``head_timeout``
+    (the service's ``body_timeout``) seconds after the answer. An answer whose
+    application already said ``Connection: close`` (the 408 of a body too slow,
+    uvicorn's 500) closes at once, as before.
+    """
+
+    #: Seconds; :class:`_HeadDeadline` holds the default, ``bounded_http_protocol`` the service's.
+    head_timeout: float
+    loop: asyncio.AbstractEventLoop  # uvicorn's protocols set these
+    app: Any
+    cycle: Any
+    flow: Any
+    _served: Any = None
+    _raw: asyncio.Transport | None = None
+    _close_added = False
+    _lingering = False
+    _linger_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._raw = cast(asyncio.Transport, transport)
+        if self._served is None:
+            self._served, self.app = self.app, self._answer
+        super().connection_made(_LingeringTransport(self._raw, self))  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # the rest of a body already answered: dropped unparsed
+        super().data_received(data)  # type: ignore[misc]
+
+    def shutdown(self) -> None:
+        if self._lingering and self._raw is not None:
+            self._raw.close()
+            return
+        super().shutdown()  # type: ignore[misc]
+
+    def _body_pending(self, scope: Any) -> bool:
+        """Whether the request of ``scope`` is still sending its body (it is the latest request parsed)."""
+        cycle = getattr(self, "cycle", None)
+        return cycle is not None and cycle.scope is scope and bool(cycle.more_body)
+
+    async def _answer(self, scope: Any, receive: Any, send: Any) -> None:
+        """The application, its answers marked ``Connection: close`` while their request's body is unread."""
+        if scope.get("type") != "http":
+            await self._served(scope, receive, send)
+            return
+
+        async def send_marked(message: Any) -> None:
+            if message.get("type") == "http.response.start" and self._body_pending(scope):
+                headers = list(message.get("headers", ()))
+                if not any(
+                    bytes(name).lower() == b"connection" and b"close" in bytes(value).lower() for name, value in headers
+                ):
+                    headers.append((b"connection", b"close"))
+                    message = {**message, "headers": headers}
+                    self._close_added = True
+            await send(message)
+
+        await self._served(scope, receive, send_marked)
+
+    def _linger(self) -> bool:
+        """uvicorn closes the connection: whether it lingers instead (``Connection: close`` of ours,
+        the answer complete and its request's body still arriving)."""
+        raw, added = self._raw, self._close_added
+        self._close_added = False
+        if not added or self._lingering or raw is None or raw.is_closing():
+            return False
+        cycle = getattr(self, "cycle", None)
+        if cycle is None or not cycle.response_complete or not cycle.more_body:
+            return False  # nothing more will come: close at once
+        self._lingering = True
+        self._linger_timer = self.loop.call_later(self.head_timeout, raw.close)
+        flow = getattr(self, "flow", None)
+        if flow is not None:
+            flow.resume_reading()  # uvicorn stops reading while a body waits unread
+        return True
+
+
+class _TypedH11Protocol(_AnsweredEarly, _HeadDeadline, H11Protocol):
     """uvicorn's h11 protocol, answering malformed HTTP with the service's typed JSON error body,
-    and bounding the time a request head may take (:class:`_HeadDeadline`)."""
+    bounding the time a request head may take (:class:`_HeadDeadline`), and ending a connection
+    whose request was answered before its body arrived (:class:`_AnsweredEarly`)."""
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -179,9 +338,10 @@ _PROTOCOL: type[asyncio.Protocol] = _TypedH11Protocol
 
 if HttpToolsProtocol is not None:
 
-    class _TypedHttpToolsProtocol(_HeadDeadline, HttpToolsProtocol):
+    class _TypedHttpToolsProtocol(_AnsweredEarly, _HeadDeadline, HttpToolsProtocol):
         """uvicorn's httptools protocol, answering malformed HTTP with the same typed JSON error body,
-        and bounding the time a request head may take (:class:`_HeadDeadline`).
+        bounding the time a request head may take (:class:`_HeadDeadline`), and ending a connection
+        whose request was answered before its body arrived (:class:`_AnsweredEarly`).
 
         Unlike h11, httptools buffers a request head (the request line and the
         headers) of any length: one endless header line would fill the server's
@@ -236,12 +396,14 @@ def http_protocol() -> type[asyncio.Protocol]:
 
 
 def bounded_http_protocol(head_timeout: float) -> type[asyncio.Protocol]:
-    """:func:`http_protocol` with request heads held to ``head_timeout`` seconds (and 16 KiB).
+    """:func:`http_protocol` with request heads held to ``head_timeout`` seconds (and 16 KiB),
+    and the rest of a body answered before it arrived to ``head_timeout`` seconds after the answer.
 
     For every uvicorn server of memvault (``memvault serve``, ``memvault mcp``'s
     streamable HTTP): uvicorn's own protocols keep a connection that sends a
-    partial head, or nothing, open for ever, and its httptools protocol reads a
-    head of any length.
+    partial head, or nothing, open for ever, as one whose request was answered
+    while its body still trickles in; and its httptools protocol reads a head of
+    any length.
     """
     if head_timeout <= 0:
         raise ValueError(f"head_timeout must be positive, got {head_timeout!r}")
@@ -305,8 +467,9 @@ def run_server(vault: Vault, settings: ServerSettings, tokens: TokenStore) -> No
         limit_concurrency=None,
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         # Our subclass of uvicorn's httptools or h11 protocol (never uvicorn's own): malformed
-        # HTTP gets the typed error body whichever parser runs, and a request head has
-        # body_timeout seconds to arrive, as its body has.
+        # HTTP gets the typed error body whichever parser runs, a request head has
+        # body_timeout seconds to arrive, as its body has, and an answer sent before its
+        # body arrived ends the connection within body_timeout.
         http=bounded_http_protocol(settings.body_timeout),
     )
     server = _Server(config)
