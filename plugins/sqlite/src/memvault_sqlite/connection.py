@@ -70,7 +70,10 @@ _MIN_FREE_BYTES: Final = 64 * 1024
 
 
 def free_bytes(folder: Path) -> int:
-    """Bytes this process may still write under ``folder`` (root may use the blocks kept for it)."""
+    """Bytes this process may still write under ``folder`` (root may use the blocks kept for it);
+    unbounded where the system cannot tell (no ``statvfs``)."""
+    if not hasattr(os, "statvfs"):
+        return 1 << 62
     st = os.statvfs(folder)
     blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
     return blocks * st.f_frsize
