@@ -177,11 +177,11 @@ class Vault:
         Either way every result returned is durable when this method returns,
         and a later request sees the earlier ones (two appends to one document
         land in order). If a group's commit fails, none of its requests is
-        stored and each gets that error, but for a request refused on its own
+        stored and each gets that error (an error that rested on the group's
+        earlier requests, over the cap because of them, would be false once
+        they are rolled back), but for a request refused on its own
         (:class:`InvalidRequest`, :class:`NotSupported`, :class:`Unauthorized`),
-        which keeps its error:
-        an error that may rest on the group's earlier requests (over the cap
-        because of them) would be false once they are rolled back.
+        which keeps its error.
         A provider that takes a whole list (``memvault_retain_many``: the
         ``http-remote`` client, one request per batch) gets it only while it is
         the only plugin implementing or wrapping ``memvault_retain`` and that
