@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 import memvault
-from memvault.contract.errors import NotesConflict
+from memvault.contract.errors import InvalidRequest, NotesConflict
 from memvault.default_lifecycle.notes import (
     MAX_DOCUMENT_BYTES,
     MAX_ENTRY_BYTES,
@@ -224,3 +224,10 @@ def test_L14_log_segments_fill_with_equal_size_operations_so_a_full_segment_stay
     assert (len(first), len(second)) == (per_segment, 14 - per_segment)
     assert {len(line) for line in first + second} == {OP_BYTES}
     assert store.load().entries == {n + 1: f"note {n}" for n in range(14)}
+
+
+def test_L14_a_note_that_is_not_real_text_is_invalid_request(store: NotesStore) -> None:
+    # A lone surrogate failed when the operation line was encoded: an untyped ToolError for the model.
+    with pytest.raises(InvalidRequest, match="lone surrogate"):
+        store.save("hi \ud800")
+    assert store.load().entries == {}

@@ -183,6 +183,7 @@ def test_L13_an_unknown_tool_is_an_error_result_not_an_exception(vault: memvault
         ["tier", "AGENT"],
         "{not json",
         '{"tier": "AGENT"}',
+        '{"a": ' * 5000 + "1" + "}" * 5000,  # nested past the parser's recursion limit: it crashed the run
     ],
 )
 def test_L13_bad_arguments_are_an_error_result_naming_the_problem(vault: memvault.Vault, arguments: Any) -> None:

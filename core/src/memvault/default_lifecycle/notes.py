@@ -45,7 +45,7 @@ from attrs import frozen
 
 from memvault.contract.errors import CapExceeded, InvalidRequest, NotesConflict
 from memvault.contract.lifecycle import MemoryVerbs, RecalledMessage, RecallOutcome, Tool
-from memvault.contract.models import ReadRequest, RetainRequest, Tier
+from memvault.contract.models import ReadRequest, RetainRequest, Tier, validate_text
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -75,14 +75,15 @@ OP_BYTES: Final = 2200
 def normalise_entry(entry: object) -> str:
     """Collapse every whitespace run to one space and strip; check L14's size rule.
 
-    :raises InvalidRequest: blank, or over 2048 bytes after normalisation.
+    :raises InvalidRequest: not real text (a lone surrogate), blank, or over 2048 bytes after normalisation.
     """
     if not isinstance(entry, str):
         raise InvalidRequest(f"a note must be a string, got {type(entry).__name__}", field="entry")
+    validate_text(entry, "entry")  # a lone surrogate: InvalidRequest here, not an encoding error when stored
     text = " ".join(entry.split())
     if not text:
         raise InvalidRequest("a note must contain a non-space character", field="entry")
-    size = len(text.encode("utf-8", "surrogatepass"))
+    size = len(text.encode("utf-8"))
     if size > MAX_ENTRY_BYTES:
         raise InvalidRequest(
             f"a note is {size} bytes after whitespace normalisation, over the limit of {MAX_ENTRY_BYTES} "

@@ -208,6 +208,12 @@ class ToolSet:
                 return ToolResult(
                     ok=False, content=f"tool {name!r}: arguments are not valid JSON: {exc}", error="InvalidRequest"
                 )
+            except RecursionError:  # nested deeper than the parser goes: a refusal, not a crash of the run
+                return ToolResult(
+                    ok=False,
+                    content=f"tool {name!r}: arguments are nested too deeply to read: send a flat JSON object",
+                    error="InvalidRequest",
+                )
         try:
             args = validate_arguments(tool.input_schema, arguments, tool=name)
             data = tool.handler(args)
