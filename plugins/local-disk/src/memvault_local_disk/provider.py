@@ -24,7 +24,8 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Final
 
@@ -414,21 +415,8 @@ class LocalDiskProvider:
             subject, unfinished, documents=self._subject_documents(workspace, subject)
         )
         removed = 0
-        for kind in ("agents", "crews"):
-            owners: list[str] = []
-            with (
-                unfinished.attempt(f"{workspace}/{kind}"),
-                fs.open_dir(self.root, (workspace, kind), create=False) as owners_dir,
-            ):
-                if owners_dir is not None:
-                    with os.scandir(owners_dir.fd) as entries:
-                        owners = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-            for owner in owners:
-                if owner.startswith("."):
-                    continue
-                base = (workspace, kind, owner)
-                for parts in (base, *((*base, sub) for sub in SUBFOLDERS.values())):
-                    removed += self._forget_subject_in(parts, subject, unfinished)
+        for parts in self._document_folders(workspace, unfinished.attempt):
+            removed += self._forget_subject_in(parts, subject, unfinished)
         if unfinished:
             problems = unfinished.problems
             raise UpstreamError(
@@ -439,6 +427,24 @@ class LocalDiskProvider:
             ) from unfinished.cause
         return removed
 
+    def _document_folders(
+        self, workspace: str, guard: Callable[[str], AbstractContextManager[object]]
+    ) -> Iterator[tuple[str, ...]]:
+        """The parts of every folder holding the workspace's documents: each agent's and crew's own
+        folder and its keyed tiers' sub-folders. Listing a kind's owners runs under ``guard(path)``."""
+        for kind in ("agents", "crews"):
+            owners: list[str] = []
+            with guard(f"{workspace}/{kind}"), fs.open_dir(self.root, (workspace, kind), create=False) as owners_dir:
+                if owners_dir is not None:
+                    with os.scandir(owners_dir.fd) as entries:
+                        owners = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+            for owner in owners:
+                if owner.startswith("."):
+                    continue
+                base = (workspace, kind, owner)
+                yield base
+                yield from ((*base, sub) for sub in SUBFOLDERS.values())
+
     def _subject_documents(self, workspace: str, subject: str) -> set[tuple[str, str, str]]:
         """``(agent_id, crew_id, label)`` of the workspace's documents whose tag names ``subject``.
 
@@ -446,32 +452,22 @@ class LocalDiskProvider:
         own walk, and a document tagged meanwhile is a later write's, outside this erasure.
         """
         found: set[tuple[str, str, str]] = set()
-        for kind in ("agents", "crews"):
-            with contextlib.suppress(OSError, MemvaultError):
-                with fs.open_dir(self.root, (workspace, kind), create=False) as owners_dir:
-                    if owners_dir is None:
-                        continue
-                    with os.scandir(owners_dir.fd) as entries:
-                        owners = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-                for owner in owners:
-                    if owner.startswith("."):
-                        continue
-                    who = (owner, "") if kind == "agents" else ("", owner)
-                    for sub in ("", *SUBFOLDERS.values()):
-                        with contextlib.suppress(OSError, MemvaultError):
-                            parts = (workspace, kind, owner, *((sub,) if sub else ()))
-                            with fs.open_dir(self.root, parts, create=False) as handle:
-                                if handle is None:
-                                    continue
-                                with os.scandir(handle.fd) as entries:
-                                    tags = [e.name for e in entries if e.name.startswith(".")]
-                                for tag in tags:
-                                    if not tag.endswith(".md.subject"):
-                                        continue
-                                    data = fs.read_file(handle, tag)
-                                    if data is not None and subject in _parse_subjects(data[0]):
-                                        name = tag[1 : -len(".subject")]
-                                        found.add((*who, f"{sub}/{name}" if sub else name))
+
+        def quiet(_path: str) -> AbstractContextManager[object]:
+            return contextlib.suppress(OSError, MemvaultError)
+
+        for parts in self._document_folders(workspace, quiet):
+            _, kind, owner, *sub = parts
+            who = (owner, "") if kind == "agents" else ("", owner)
+            with quiet(""), fs.open_dir(self.root, parts, create=False) as handle:
+                if handle is None:
+                    continue
+                with os.scandir(handle.fd) as entries:
+                    tags = [e.name for e in entries if e.name.startswith(".") and e.name.endswith(".md.subject")]
+                for tag in tags:
+                    data = fs.read_file(handle, tag)
+                    if data is not None and subject in _parse_subjects(data[0]):
+                        found.add((*who, "/".join((*sub, tag[1 : -len(".subject")]))))
         return found
 
     def _forget_subject_in(self, parts: tuple[str, ...], subject: str, unfinished: fs.Unfinished) -> int:
