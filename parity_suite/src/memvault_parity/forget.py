@@ -231,6 +231,25 @@ class SubjectErasureTests(SuiteBase):
         assert _files_containing(tmp_path, secret.encode()) == []
 
     @requires(Capability.CASCADE_FORGET)
+    def test_an_erasure_after_a_forget_by_id_leaves_no_text_in_storage_files(
+        self, vault: memvault.Vault, ws: str, tmp_path: Path
+    ) -> None:
+        """P24: a forget by id of a subject's document, then the subject's erasure: the erasure removes
+        nothing more (``removed`` 0, complete), and no file of a scratch store holds the text, whatever
+        the forget by id left behind (a provider that does not rewrite files on a forget by id must
+        remember the subject and scrub then)."""
+        secret = f"forgotten{uuid.uuid4().hex}"
+        for i in range(5):
+            self.put(vault, ws, f"turn {i}: the code word is {secret}\n", tier="peers", key="pat", subject="subject-7")
+        self.put(vault, ws, "kept by another subject\n", tier="pins", subject="subject-8")
+        assert self.drop(vault, ws, label="peers/pat.md") == 1
+        result = vault.forget(memvault.ForgetRequest(workspace_id=ws, data_subject_id="subject-7"))
+        assert (result.removed, result.pending) == (0, False)
+        vault.health()  # give a provider the chance to checkpoint, as a real process would
+        assert _files_containing(tmp_path, secret.encode()) == []
+        assert self.body(vault, ws, tier="pins") == "kept by another subject\n"
+
+    @requires(Capability.CASCADE_FORGET)
     def test_an_untagged_write_never_clears_a_subject(self, vault: memvault.Vault, ws: str) -> None:
         """P13/P24: a later untagged append or replace keeps the document tagged: erasing the subject
         still removes both documents, with the untagged text."""

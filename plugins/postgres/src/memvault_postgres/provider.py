@@ -668,6 +668,20 @@ class PostgresProvider:
                             " WHERE d.partition_id = %s AND d.tier = %s AND d.key = %s FOR UPDATE OF d",
                             (pid, ref.tier.value, ref.key),
                         ).fetchall()
+                        # The rows go, their bytes stay in the shard's files (no rewrite here): a later
+                        # erasure of any subject that wrote to the document must find and scrub them (P24).
+                        for row_pid, doc_id, shard in rows:
+                            conn.execute(
+                                "INSERT INTO forgotten_subjects (workspace_id, data_subject_id, partition_id, label,"
+                                " documents_shard, lines_shard, forgotten_at)"
+                                " SELECT d.workspace_id, s.subject, d.partition_id, d.label, %s, %s, now()"
+                                " FROM documents AS d, unnest(d.subjects) AS s(subject)"
+                                " WHERE d.partition_id = %s AND d.id = %s"
+                                " ON CONFLICT (workspace_id, data_subject_id, partition_id, label)"
+                                " DO UPDATE SET documents_shard = excluded.documents_shard,"
+                                " lines_shard = excluded.lines_shard, forgotten_at = excluded.forgotten_at",
+                                (shard, _lines_shard(shard), row_pid, doc_id),
+                            )
                 else:
                     rows = conn.execute(
                         "SELECT d.partition_id, d.id, c.relname FROM documents AS d"
@@ -677,7 +691,16 @@ class PostgresProvider:
                         (request.workspace_id, request.data_subject_id),
                     ).fetchall()
                 quarantined = 0
+                left: list[tuple[Any, ...]] = []
                 if request.data_subject_id:
+                    # What forgets by id left of the subject's documents: their shards' files still
+                    # hold the text, and quarantine copies of rejected appends to them (kept until
+                    # the forget) still hold it too.
+                    left = conn.execute(
+                        "DELETE FROM forgotten_subjects WHERE workspace_id = %s AND data_subject_id = %s"
+                        " RETURNING partition_id, label, documents_shard, lines_shard, forgotten_at",
+                        (request.workspace_id, request.data_subject_id),
+                    ).fetchall()
                     # Quarantine copies are derived data too (P24): those of the subject's rejected writes,
                     # and those of rejected appends to a document erased here (a copy is the final body,
                     # so it holds the document's text), whoever wrote them. Before the documents go.
@@ -686,8 +709,20 @@ class PostgresProvider:
                         " OR EXISTS (SELECT 1 FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
                         " WHERE d.workspace_id = q.workspace_id AND d.subjects @> ARRAY[%s]::text[]"
                         " AND d.label = q.label AND ((p.kind = 'agent' AND q.agent_id = p.owner_id"
-                        " AND q.crew_id = '') OR (p.kind = 'crew' AND q.crew_id = p.owner_id AND q.agent_id = ''))))",
-                        (request.workspace_id, request.data_subject_id, request.data_subject_id),
+                        " AND q.crew_id = '') OR (p.kind = 'crew' AND q.crew_id = p.owner_id AND q.agent_id = '')))"
+                        " OR EXISTS (SELECT 1 FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[])"
+                        " AS f(partition_id, label, forgotten_at) JOIN partitions AS p ON p.id = f.partition_id"
+                        " WHERE f.label = q.label AND q.created_at <= f.forgotten_at"
+                        " AND ((p.kind = 'agent' AND q.agent_id = p.owner_id AND q.crew_id = '')"
+                        " OR (p.kind = 'crew' AND q.crew_id = p.owner_id AND q.agent_id = ''))))",
+                        (
+                            request.workspace_id,
+                            request.data_subject_id,
+                            request.data_subject_id,
+                            [int(f[0]) for f in left],
+                            [str(f[1]) for f in left],
+                            [f[4] for f in left],
+                        ),
                     ).rowcount
                 for pid, doc_id, _shard in rows:
                     conn.execute("DELETE FROM lines WHERE partition_id = %s AND document_id = %s", (pid, doc_id))
@@ -703,7 +738,10 @@ class PostgresProvider:
                     # The rows are gone; their bytes stay in the table files until the shards are
                     # rewritten. Record that durably, in the same transaction, before saying anything.
                     relations = {str(shard) for _pid, _doc, shard in rows}
-                    relations |= {"lines_" + shard.rsplit("_", 1)[1] for shard in list(relations)}
+                    relations |= {_lines_shard(shard) for shard in list(relations)}
+                    relations |= {str(shard) for f in left for shard in (f[2], f[3])}
+                    if left:
+                        relations.add("forgotten_subjects")  # its rows named the subject
                     if quarantined:
                         relations.add("quarantine")
                     for relation in sorted(relations):
@@ -949,6 +987,11 @@ def _reindex(conn: _Conn, pid: int, doc_id: int, tier: str, old_body: str, new_b
         lines_delta += len(indexed)
         terms_delta += sum(il.length for il in indexed)
     return lines_delta, terms_delta
+
+
+def _lines_shard(documents_shard: str) -> str:
+    """The ``lines`` shard beside a ``documents`` shard (hash-partitioned alike): ``documents_3`` -> ``lines_3``."""
+    return "lines_" + documents_shard.rsplit("_", 1)[1]
 
 
 def _pending_result(removed: int, pending: list[str], where: str) -> ForgetResult:

@@ -24,6 +24,11 @@ Version history:
 * **4**: the lines' GIN indexes take new entries at once (``fastupdate = off``)
   instead of in a pending list that every search scans whole until a vacuum
   merges it (see :func:`_to_v4`).
+* **5**: ``forgotten_subjects`` remembers, per workspace and data subject, the
+  shards and labels of documents that subject wrote to and that a forget by id
+  removed without rewriting the files, so a later erasure of the subject
+  rewrites those shards and removes the quarantine copies of those documents
+  (see :func:`_to_v5`).
 
 Columns holding memory text never get planner statistics (``SET STATISTICS
 0``): ``ANALYZE`` would otherwise copy sample values into ``pg_statistic``,
@@ -48,12 +53,12 @@ from memvault import body_sha256
 
 __all__ = ["SCHEMA_VERSION", "SHARDS", "ForeignSchema", "NewerSchema", "body_sha256", "migrate"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 #: ``documents`` and ``lines`` are split into this many hash partitions.
 SHARDS: Final = 16
 SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _OUR_TABLES: Final = frozenset(
-    {"meta", "partitions", "documents", "lines", "quarantine", "erasures", "probe", "tier_counts"}
+    {"meta", "partitions", "documents", "lines", "quarantine", "erasures", "probe", "tier_counts", "forgotten_subjects"}
 )
 #: About one write in this many folds its partition's and tier's change rows into one.
 TIER_COUNTS_FOLD: Final = 16
@@ -228,11 +233,35 @@ def _to_v4(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         conn.execute("SELECT gin_clean_pending_list(%s::oid::regclass)", (oid,))
 
 
+def _to_v5(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """``forgotten_subjects``: what a forget by id left of a subject's documents in the table files.
+
+    A forget by id deletes a document's rows but rewrites no file (that needs a ``VACUUM
+    FULL`` of the shard, an exclusive lock): the text stays in the heap until a vacuum
+    and in the GIN index until the shard is rewritten (an ordinary vacuum never removes
+    index keys). One row per subject the document carried, its two shards and its label,
+    written in the forget's transaction: a later erasure of the subject rewrites those
+    shards and removes the quarantine copies of rejected appends to that document kept
+    until then (P24). Forgets by id before this version left no such rows.
+    """
+    conn.execute(
+        "CREATE TABLE forgotten_subjects (workspace_id text NOT NULL, data_subject_id text NOT NULL,"
+        " partition_id bigint NOT NULL, label text NOT NULL, documents_shard text NOT NULL,"
+        " lines_shard text NOT NULL, forgotten_at timestamptz NOT NULL,"
+        " PRIMARY KEY (workspace_id, data_subject_id, partition_id, label))"
+    )
+    for column in ("data_subject_id", "label"):
+        conn.execute(
+            sql.SQL("ALTER TABLE forgotten_subjects ALTER COLUMN {} SET STATISTICS 0").format(sql.Identifier(column))
+        )
+
+
 #: ``MIGRATIONS[v]`` brings a version ``v`` schema to version ``v + 1``.
 MIGRATIONS: Final[dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]]] = {
     1: _to_v2,
     2: _to_v3,
     3: _to_v4,
+    4: _to_v5,
 }
 
 
