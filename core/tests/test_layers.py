@@ -5,7 +5,9 @@ inside a function, or under ``TYPE_CHECKING``. A module may import from its own
 layer or the layers below it, never from a layer above, and the import graph
 between memvault's modules has no cycle. No module imports the package's public
 namespace (``import memvault``, ``from memvault import X`` for a name that is
-not a module): that namespace sits on top of every layer.
+not a module): that namespace sits on top of every layer, and so do memvault
+0.1.0's moved module paths (``OLD_PATHS``), which only forward and warn, and
+which no module imports.
 """
 
 from __future__ import annotations
@@ -45,7 +47,31 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-INTERNAL = sorted(name for name in MODULES if name != "memvault")
+
+#: memvault 0.1.0's module paths that moved (docs/plugin-authors/versioning.md): each is a
+#: module that forwards to the new one and warns. They sit on top, like ``memvault`` itself,
+#: in no layer; nothing imports them. A new path is never added here: it gets a layer.
+OLD_PATHS = frozenset(
+    f"memvault.{name}"
+    for name in (
+        "cli_quarantine",
+        "cli_transfer",
+        "hookspecs",
+        "lifecycle_default",
+        "markers",
+        "memory",
+        "models",
+        "notes",
+        "plugins",
+        "scan",
+        "scan_normalise",
+        "scan_rules",
+        "text",
+        "tools",
+        "wire",
+    )
+)
+INTERNAL = sorted(name for name in MODULES if name != "memvault" and name not in OLD_PATHS)
 
 
 def layer_of(module: str) -> int:
@@ -119,6 +145,24 @@ def test_a_module_imports_only_from_its_own_layer_or_below(module: str) -> None:
             f"{module}:{line} (layer {own + 1}, {LAYERS[own][0]}) imports {target} "
             f"from layer {theirs + 1} ({LAYERS[theirs][0]}), above its own"
         )
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_an_old_path(module: str) -> None:
+    # An old path warns on use: memvault's own code (old paths included) uses the new ones.
+    used = sorted({target for target, _ in imports_of(module)} & OLD_PATHS)
+    assert used == [], f"{module} imports the deprecated path(s) {used}: import from the new module instead"
+
+
+@pytest.mark.parametrize("module", sorted(OLD_PATHS))
+def test_an_old_path_is_a_deprecated_forwarder_and_nothing_else(module: str) -> None:
+    assert module in MODULES, f"{module} was removed: an old path lives until the release its warning names"
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    doc = ast.get_docstring(tree) or ""
+    assert doc.startswith("Deprecated:"), module
+    assert "removed in memvault 1.0.0" in doc, module
+    classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
+    assert classes == [], f"{module} defines {classes}: an old path only forwards to the new module"
 
 
 def test_no_import_cycles_counting_deferred_and_type_checking_imports() -> None:

@@ -28,7 +28,10 @@ No module of memvault imports this package's namespace; it imports the layers.
 
 from __future__ import annotations
 
+import sys as _sys
+
 from memvault.contract import errors
+from memvault.contract.deprecation import MemvaultDeprecationWarning, MemvaultRemovedIn1Warning
 from memvault.contract.errors import (
     CapExceeded,
     CompactionFailed,
@@ -96,6 +99,7 @@ from memvault.contract.registration import (
     StoreChecks,
 )
 from memvault.contract.scanning import check_stored, current_stored_check
+from memvault.contract.versions import CONTRACT_VERSION
 from memvault.hooks.markers import hookimpl, hookspec
 from memvault.vault import (
     AsyncVault,
@@ -107,8 +111,13 @@ from memvault.vault import (
     settings_from_pairs,
 )
 
+# ``memvault.errors`` is a public path (memvault 0.1.0's module, not deprecated): it is
+# the contract's error module itself, so ``import memvault.errors`` works too.
+_sys.modules.setdefault("memvault.errors", errors)
+
 __all__ = [
     "CAPS",
+    "CONTRACT_VERSION",
     "AsyncVault",
     "CapExceeded",
     "Capability",
@@ -125,7 +134,9 @@ __all__ = [
     "ListDocumentsRequest",
     "ListDocumentsResult",
     "MemoryVerbs",
+    "MemvaultDeprecationWarning",
     "MemvaultError",
+    "MemvaultRemovedIn1Warning",
     "Message",
     "Mode",
     "NotSupported",

@@ -25,6 +25,7 @@ May import: every layer below it (this package's own modules import in the order
 
 from __future__ import annotations
 
+from memvault.contract.deprecation import forward
 from memvault.lifecycle.runtime import Runtime
 from memvault.lifecycle.scopes import by_principal, by_session, by_value, canonical_encoding, operation_id, scope_key
 from memvault.lifecycle.session import CompactionPlan, Entry, Session, TurnStart
@@ -48,3 +49,51 @@ __all__ = [
     "operation_id",
     "scope_key",
 ]
+
+# memvault 0.1.0's ``memvault.lifecycle`` was one module that also held these names;
+# each old path still gives the same object, with one warning (removed in 1.0.0).
+__getattr__, __dir__ = forward(
+    __name__,
+    {
+        **dict.fromkeys(
+            ("CompactionFailed", "LifecycleError", "ReplayConflict", "TurnCancelled", "TurnFailed"),
+            "memvault.contract.errors",
+        ),
+        **dict.fromkeys(
+            (
+                "LifecycleContext",
+                "MAX_RECORD_BYTES",
+                "MAX_RECORD_ENTRIES",
+                "MAX_RECORD_ID_BYTES",
+                "Message",
+                "PHASE_COMPACTION_COMPLETED",
+                "PHASE_COMPACTION_REQUESTED",
+                "PHASE_TOOLS",
+                "PHASE_TURN_COMPLETED",
+                "PHASE_TURN_STARTED",
+                "RecallOutcome",
+                "RecalledMessage",
+                "ScopeContext",
+                "Tool",
+                "validate_recall_result",
+            ),
+            "memvault.contract.lifecycle",
+        ),
+        **dict.fromkeys(
+            (
+                "MAX_COMPONENT_BYTES",
+                "MAX_ENCODING_BYTES",
+                "MAX_NAMESPACE_BYTES",
+                "MAX_SCOPE_COMPONENTS",
+                "NamespaceSpec",
+                "OPERATION_ID_VERSION",
+                "SCOPE_KEY_VERSION",
+                "Scope",
+                "ScopeResolver",
+                "Visibility",
+            ),
+            "memvault.lifecycle.scopes",
+        ),
+    },
+    whole=False,
+)

@@ -1,0 +1,23 @@
+"""Deprecated: memvault 0.1.0's path of the scanner's normalisation; removed in memvault 1.0.0.
+
+It moved to :mod:`memvault.scanner.normalise`. Every name this module exported in memvault
+0.1.0 still resolves to the same object, and the first use warns once
+(:class:`memvault.MemvaultRemovedIn1Warning`) naming where to import it from. Import public names from :mod:`memvault`.
+
+May import: anything (an old path sits on top, like :mod:`memvault`); nothing imports it.
+"""
+
+from __future__ import annotations
+
+from memvault.contract.deprecation import forward
+
+_MOVED = {
+    **dict.fromkeys(
+        ("HANGUL_FILLERS", "Views", "confusables", "fold", "format_chars", "native_view", "views", "words_view"),
+        "memvault.scanner.normalise",
+    ),
+}
+
+__all__ = sorted(_MOVED)
+
+__getattr__, __dir__ = forward(__name__, _MOVED)
