@@ -36,6 +36,7 @@ _GROUPS = (
     ("Many retains at once (optional: `Vault.retain_many`)", ("memvault_write_group", "memvault_retain_many")),
     ("Enumeration (providers with the `list_documents` capability)", ("memvault_list_documents",)),
     ("Quarantine (providers with the `quarantine` capability)", ("memvault_quarantine_",)),
+    ("Recall by meaning (providers with the `vectors` capability)", ("memvault_vectors_",)),
     ("Lifecycle (per slot)", ("memvault_recall_", "memvault_capture_", "memvault_tools")),
 )
 

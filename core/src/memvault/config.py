@@ -12,6 +12,10 @@
     [scan.thresholds]
     role_hijack = 1.5            # per category; default 1.0
 
+    [embed]                      # recall by meaning (contract P36)
+    embedder = "minilm"          # or "off"; default "auto": the only installed embedder
+                                 # (MEMVAULT_EMBEDDER overrides)
+
     [providers.sqlite]
     path = "memory.db"
 
@@ -59,6 +63,8 @@ class Config:
     server: dict[str, Any] = field(factory=dict)
     source: str = ""
     scan: dict[str, Any] = field(factory=dict)
+    #: ``[embed]``: ``embedder`` (a name, ``"auto"`` or ``"off"``) and the embedder's own settings.
+    embed: dict[str, Any] = field(factory=dict)
 
 
 def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
@@ -119,5 +125,6 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             server=config.server,
             source=config.source,
             scan=config.scan,
+            embed=config.embed,
         )
     return config

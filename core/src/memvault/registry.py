@@ -42,9 +42,11 @@ import importlib_metadata
 import pluggy
 from attrs import field, frozen
 
-from memvault.contract.errors import InvalidRequest, PluginError, ProviderNotFound
+from memvault.contract.embedding import MODEL_ID_MAX, Embedder
+from memvault.contract.errors import InvalidRequest, MemvaultError, PluginError, ProviderNotFound
 from memvault.contract.models import Capability
 from memvault.contract.registration import ScratchSettings, StoreChecks
+from memvault.contract.versions import FIRST_CONTRACT_VERSION, parse_contract_version
 from memvault.hooks import lifecycle as lifecycle_specs
 from memvault.hooks import provider as provider_specs
 from memvault.hooks import registration as registration_specs
@@ -78,7 +80,9 @@ _PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 #: Keyword arguments that :func:`memvault.open` and :func:`memvault.open_from_config`
 #: take for themselves: a provider setting with one of these names could never be
 #: passed, so registering a factory that takes one is an error.
-RESERVED_SETTINGS: frozenset[str] = frozenset({"config", "health_timeout", "plugins", "scan", "scanner"})
+RESERVED_SETTINGS: frozenset[str] = frozenset(
+    {"background_embedding", "config", "embed", "embedder", "health_timeout", "plugins", "scan", "scanner"}
+)
 
 
 @frozen(kw_only=True)
@@ -94,6 +98,8 @@ class ProviderInfo:
     scratch: ScratchSettings | None = None
     description: str = ""
     checks: StoreChecks | None = None
+    #: The contract version the provider was written for (``register(..., contract_version=...)``).
+    contract_version: str = FIRST_CONTRACT_VERSION
 
 
 @frozen(kw_only=True)
@@ -168,6 +174,10 @@ class Registry:
         self.providers: dict[str, ProviderInfo] = {}
         self.conflicts: dict[str, list[str]] = {}
         self.scanners: dict[str, tuple[str, Callable[..., object]]] = {}
+        #: Embedders by name: (plugin, factory, description) (contract P36).
+        self.embedders: dict[str, tuple[str, Callable[..., Embedder], str]] = {}
+        self._embedder_instances: dict[tuple[str, str], Embedder] = {}
+        self._embedder_lock = threading.Lock()
         self.failures: list[PluginFailure] = []
         self.loaded: list[tuple[str, str, str]] = []  # (entry point, distribution, version)
         allow = list(load) if load is not None else _env_list("MEMVAULT_LOAD_PLUGINS")
@@ -214,6 +224,7 @@ class Registry:
         # whose every registration succeeded is added; a failure withdraws it whole.
         staged: dict[str, ProviderInfo] = {}
         staged_scanners: dict[str, tuple[str, Callable[..., object]]] = {}
+        staged_embedders: dict[str, tuple[str, Callable[..., Embedder], str]] = {}
 
         def register(
             pname: str,
@@ -223,6 +234,7 @@ class Registry:
             scratch: ScratchSettings | None = None,
             description: str = "",
             checks: StoreChecks | None = None,
+            contract_version: str | None = None,
         ) -> None:
             if not isinstance(pname, str) or not _PROVIDER_NAME.fullmatch(pname):
                 raise PluginError(
@@ -252,6 +264,10 @@ class Registry:
                 )
             if pname in staged:
                 raise PluginError(f"plugin {name!r} registered provider {pname!r} twice")
+            try:
+                targets = parse_contract_version(contract_version, who=f"plugin {name!r}, provider {pname!r},")
+            except InvalidRequest as exc:
+                raise PluginError(str(exc)) from None
             staged[pname] = ProviderInfo(
                 name=pname,
                 factory=factory,
@@ -262,6 +278,7 @@ class Registry:
                 scratch=scratch,
                 description=description,
                 checks=checks,
+                contract_version=targets,
             )
 
         def register_scanner(sname: str, factory: Callable[..., object]) -> None:
@@ -274,9 +291,23 @@ class Registry:
                 raise PluginError(f"plugin {name!r} registered a scanner {sname!r} whose factory is not callable")
             staged_scanners[sname] = (name, factory)
 
+        def register_embedder(ename: str, factory: Callable[..., Embedder], *, description: str = "") -> None:
+            if not isinstance(ename, str) or ename in ("off", "auto") or not _PROVIDER_NAME.fullmatch(ename):
+                raise PluginError(
+                    f"plugin {name!r} registered an invalid embedder name {ename!r}: names are lowercase "
+                    "letters, digits, '-' and '_', starting with a letter, and not 'off' or 'auto'"
+                )
+            if ename in self.embedders or ename in staged_embedders:
+                owner = self.embedders[ename][0] if ename in self.embedders else name
+                raise PluginError(f"embedder {ename!r} is registered by both plugins {owner!r} and {name!r}")
+            if not callable(factory):
+                raise PluginError(f"plugin {name!r} registered an embedder {ename!r} whose factory is not callable")
+            staged_embedders[ename] = (name, factory, str(description))
+
         for hook, callback in (
             (self.plugin_manager.hook.memvault_register_providers, register),
             (self.plugin_manager.hook.memvault_register_scanners, register_scanner),
+            (self.plugin_manager.hook.memvault_register_embedders, register_embedder),
         ):
             impl = next((i for i in hook.get_hookimpls() if i.plugin is plugin), None)
             if impl is None:
@@ -302,6 +333,7 @@ class Registry:
             else:
                 self.providers[pname] = info
         self.scanners.update(staged_scanners)
+        self.embedders.update(staged_embedders)
         self.loaded.append((name, dist, version))
 
     def names(self) -> list[str]:
@@ -324,6 +356,62 @@ class Registry:
             return self.providers[name]
         except KeyError:
             raise ProviderNotFound(name, self.names()) from None
+
+    def embedder(self, name: str = "auto", settings: Mapping[str, Any] | None = None) -> Embedder | None:
+        """The embedder ``name`` with ``settings`` (the ``[embed]`` table's other keys), shared per process.
+
+        ``"auto"`` is the only installed embedder, or none when none is installed; ``"off"``
+        is none (contract P36).
+
+        :raises PluginError: for a name no plugin registered (listing the known ones), for
+            ``"auto"`` with several installed (naming them), or when the factory fails.
+        :raises InvalidRequest: for settings the factory does not take.
+        """
+        if name == "off":
+            return None
+        if name == "auto":
+            if not self.embedders:
+                return None
+            if len(self.embedders) > 1:
+                raise PluginError(
+                    f"several embedders are installed ({', '.join(sorted(self.embedders))}): choose one with "
+                    '[embed] embedder = "NAME" in memvault.toml (or embedder=... in memvault.open), or "off"'
+                )
+            name = next(iter(self.embedders))
+        if name not in self.embedders:
+            known = ", ".join(sorted(self.embedders)) or "none"
+            raise PluginError(
+                f"no embedder named {name!r} is installed; known embedders: {known}, or 'off' "
+                "(the default one is memvault-embed-minilm: pip install memvault-embed-minilm)"
+            )
+        plugin, factory, _ = self.embedders[name]
+        options = dict(settings or {})
+        key = (name, repr(sorted(options.items())))
+        with self._embedder_lock:
+            found = self._embedder_instances.get(key)
+            if found is not None:
+                return found
+            accepted, takes_any = _accepted_parameters(factory)
+            unknown = sorted(set(options) - set(accepted)) if not takes_any else []
+            if unknown:
+                raise InvalidRequest(
+                    f"embedder {name!r} takes no setting {unknown[0]!r} (in [embed]); it takes: "
+                    f"{', '.join(sorted(accepted)) or 'none'}",
+                    field=f"embed.{unknown[0]}",
+                )
+            try:
+                embedder = factory(**options)
+            except MemvaultError:
+                raise
+            except Exception as exc:
+                raise PluginError(
+                    f"embedder {name!r} of plugin {plugin!r} failed to start: {type(exc).__name__}: {exc}"
+                ) from exc
+            problems = _embedder_problems(embedder)
+            if problems:
+                raise PluginError(f"embedder {name!r} of plugin {plugin!r} is not a memvault.Embedder: {problems}")
+            self._embedder_instances[key] = embedder
+            return embedder
 
     def scanner(self, name: str, policy: Mapping[str, Any] | None = None) -> list[object]:
         """Fresh plugin objects for the scanner ``name`` (``"off"``: none).
@@ -411,6 +499,22 @@ def reset_registry() -> None:
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+
+
+def _embedder_problems(embedder: object) -> str:
+    """What keeps ``embedder`` from being a :class:`memvault.Embedder` ("" when nothing)."""
+    name = getattr(embedder, "name", None)
+    model_id = getattr(embedder, "model_id", None)
+    dimensions = getattr(embedder, "dimensions", None)
+    if not isinstance(name, str) or not name:
+        return "its 'name' must be a non-empty string"
+    if not isinstance(model_id, str) or not 1 <= len(model_id) <= MODEL_ID_MAX or not model_id.isascii():
+        return f"its 'model_id' must be 1-{MODEL_ID_MAX} ASCII characters, got {model_id!r}"
+    if not isinstance(dimensions, int) or isinstance(dimensions, bool) or not 1 <= dimensions <= 8192:
+        return f"its 'dimensions' must be an integer from 1 to 8192, got {dimensions!r}"
+    if not callable(getattr(embedder, "embed", None)):
+        return "it has no embed(texts) method"
+    return ""
 
 
 def _accepted_parameters(factory: Callable[..., object]) -> tuple[dict[str, inspect.Parameter], bool]:

@@ -37,14 +37,24 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress, repeat
 from operator import add, attrgetter, ge, mul, neg, sub
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from attrs import evolve, field, frozen
 
+from memvault.contract.embedding import QueryVector
 from memvault.contract.models import MAX_SNIPPET_CHARS, RecallSnippet
 from memvault.contract.terms import STOP_WORDS, query_terms, stem, tokenize
 
 __all__ = [
+    "FUSION_DEPTH",
+    "MEANING_WEIGHT",
+    "SIMILARITY_FLOOR",
+    "VECTOR_DEPTH",
+    "LineRef",
+    "first_changed_line",
+    "fuse",
+    "meaning_score",
+    "similarities",
     "CANDIDATE_BUDGET",
     "Candidate",
     "StoredLine",
@@ -120,6 +130,10 @@ QUESTION_FRAME_TERMS: Final = frozenset(
 #: ranking adds DATE_WEIGHT to their score (see :func:`query_dates`). Chosen on LoCoMo
 #: conversations 0-4 only (docs/performance.md).
 DATE_WEIGHT: Final = 0.10
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 _is_stop_word: Final = STOP_WORDS.__contains__
 
@@ -295,6 +309,18 @@ def _complete_lines(stored: str, stored_lines: int = -1) -> tuple[int, int]:
     if stored_lines >= 0:
         return offset, stored_lines - (offset < end)
     return offset, sum(stored.count(brk, 0, offset) for brk in _BREAKS) - stored.count("\r\n", 0, offset)
+
+
+def first_changed_line(stored: str, stored_lines: int = -1) -> int:
+    """The number of the first line of ``stored`` that text appended to it may change (or add).
+
+    Every line before it ends in a line break no appended text can join: a provider keeps
+    those lines' vectors across an append (contract P37). ``stored_lines`` as for
+    :func:`index_appended` (``len(stored.splitlines())`` when known, else -1).
+    """
+    if not stored:
+        return 1
+    return _complete_lines(stored, stored_lines)[1] + 1
 
 
 def _indexed_lines(text: str, first_number: int) -> tuple[list[IndexedLine], int]:
@@ -947,3 +973,128 @@ def _holds_phrase(text: str, phrase: Sequence[str]) -> bool:
                 return True
         at = text.find(first, at + 1)
     return False
+
+
+# -- recall by meaning: one fusion for every provider (contract P36-P40) --------------------
+#
+# A provider declaring ``vectors`` ranks a request carrying ``RecallRequest.vector`` in three
+# steps: its lexical ranking as usual, but FUSION_DEPTH deep (:func:`search` or
+# :func:`rank_candidates` with ``limit=FUSION_DEPTH``); the cosine of the query with every line of
+# the searched partitions that has a vector of the query's model (:func:`similarities`: the best
+# VECTOR_DEPTH, and the lexical hits'); then :func:`fuse`. The same store gives the same hits
+# whichever provider holds it.
+
+#: Lexical hits a fused recall starts from (the lexical evidence of a line ranked below counts as 0).
+FUSION_DEPTH: Final = 50
+#: Lines closest in meaning a fused recall considers, whatever words they share.
+VECTOR_DEPTH: Final = 50
+#: A line's meaning score is its cosine similarity to the query above SIMILARITY_FLOOR, scaled to [0, 1]:
+#: unrelated sentences of the default model sit below it. Chosen on LoCoMo conversations 0-4 and the
+#: tuning half of the paraphrase set only (docs/performance.md).
+SIMILARITY_FLOOR: Final = 0.20
+#: The share of a term line's fused score taken from its meaning (the rest from its lexical score).
+#: Chosen like SIMILARITY_FLOOR.
+MEANING_WEIGHT: Final = 0.50
+
+#: ``(document label, line number)``: one line of a recall.
+LineRef = tuple[str, int]
+
+
+def similarities(
+    query: QueryVector,
+    lines: Sequence[LineRef],
+    vectors: npt.NDArray[np.float32],
+    lexical: Iterable[RecallSnippet] = (),
+    depth: int = VECTOR_DEPTH,
+) -> dict[LineRef, float]:
+    """The cosine of ``query`` with the best ``depth`` of ``lines`` and with every lexical hit's line.
+
+    ``vectors[i]`` is the stored vector of ``lines[i]`` (of the query's model only: never
+    mix models, P38), as :func:`memvault.contract.embedding.vectors_from_bytes` reads it.
+    Computed in float64, and ties broken by label and line, so every provider picks the same
+    lines from the same store.
+    """
+    import numpy as np
+
+    if not len(lines):
+        return {}
+    if vectors.shape != (len(lines), query.dimensions):
+        raise ValueError(f"vectors of shape {vectors.shape} for {len(lines)} lines of {query.dimensions} dimensions")
+    cosine = vectors.astype(np.float64) @ query.values.astype(np.float64)
+    order = sorted(range(len(lines)), key=lambda i: (-round(float(cosine[i]), 6), lines[i]))
+    chosen = {lines[i]: round(float(cosine[i]), 6) for i in order[:depth]}
+    wanted = {(hit.source, hit.line) for hit in lexical}.difference(chosen)
+    if wanted:
+        for i, ref in enumerate(lines):
+            if ref in wanted:
+                chosen[ref] = round(float(cosine[i]), 6)
+    return chosen
+
+
+def meaning_score(similarity: float) -> float:
+    """A cosine similarity as a meaning score in [0, 1] (0 at or below :data:`SIMILARITY_FLOOR`)."""
+    return min(1.0, max(0.0, (similarity - SIMILARITY_FLOOR) / (1.0 - SIMILARITY_FLOOR)))
+
+
+def fuse(
+    query: Query,
+    lexical: Sequence[RecallSnippet],
+    similar: Mapping[LineRef, float],
+    texts: Callable[[Sequence[LineRef]], Mapping[LineRef, tuple[str, str]]],
+    limit: int,
+) -> list[RecallSnippet]:
+    """The best ``limit`` lines by words and meaning together, best first (contract P36, P39).
+
+    :param lexical: the lexical ranking's hits, :data:`FUSION_DEPTH` deep.
+    :param similar: :func:`similarities`' cosines.
+    :param texts: each requested line's text and its document's digest (asked only for
+        lines found by meaning alone, and only for those returned).
+
+    A line holding the query's phrase keeps its lexical score (above 0.5: phrase lines still
+    rank first, P17). Any other line scores in (0, TERM_CEILING]: ``TERM_CEILING`` times
+    ``(1 - MEANING_WEIGHT)`` of its lexical score (relative to TERM_CEILING) plus
+    ``MEANING_WEIGHT`` of its :func:`meaning_score`. A line not embedded yet keeps its lexical
+    score; a line sharing no term is returned only when its meaning score is above 0. Each
+    hit carries its parts (``lexical``, ``similarity``).
+    """
+    by_line = {(hit.source, hit.line): hit for hit in lexical}
+    scored: list[tuple[float, str, int]] = []
+    for ref in set(by_line).union(similar):
+        hit = by_line.get(ref)
+        lexical_score = hit.score if hit is not None else 0.0
+        cosine = similar.get(ref)
+        if lexical_score > PHRASE_FLOOR or cosine is None:
+            fused = lexical_score
+        else:
+            fused = TERM_CEILING * (
+                (1.0 - MEANING_WEIGHT) * min(lexical_score / TERM_CEILING, 1.0) + MEANING_WEIGHT * meaning_score(cosine)
+            )
+        if fused > 0.0:
+            scored.append((round(max(fused, 1e-5), 6), *ref))
+    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
+    best = scored[: max(limit, 0)]
+    missing = [(source, line) for _, source, line in best if (source, line) not in by_line]
+    found = texts(missing) if missing else {}
+    out: list[RecallSnippet] = []
+    for score, source, line in best:
+        ref = (source, line)
+        cosine = similar.get(ref)
+        meaning = None if cosine is None else min(1.0, max(0.0, cosine))
+        if ref in by_line:
+            hit = by_line[ref]
+            out.append(evolve(hit, score=score, lexical=hit.score, similarity=meaning))
+        elif ref in found:
+            text_, digest = found[ref]
+            snippet = snippet_around(text_, query)
+            out.append(
+                RecallSnippet(
+                    source=source,
+                    line=line,
+                    snippet=snippet,
+                    score=score,
+                    digest=digest,
+                    lexical=0.0,
+                    similarity=meaning,
+                )
+            )
+    return out

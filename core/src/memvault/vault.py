@@ -10,8 +10,12 @@ into a memvault error with the cause chained: stdlib ``TimeoutError`` and
 ``OSError`` into ``UpstreamTimeout``/``UpstreamError``, anything else into
 ``PluginError`` (a bug in the provider).
 
+A vault whose provider declares ``vectors`` and that has an embedder recalls by
+meaning too (:mod:`memvault.embedding`): it embeds each recall's query for the
+provider and embeds new lines in the background (contract P36-P40).
+
 May import: :mod:`memvault.contract`, :mod:`memvault.hooks`,
-:mod:`memvault.registry` and :mod:`memvault.config`.
+:mod:`memvault.registry`, :mod:`memvault.config` and :mod:`memvault.embedding`.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import asyncio
 import math
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import attrs
 import pluggy
 
+from memvault.contract.embedding import Embedder
 from memvault.contract.errors import (
     InvalidRequest,
     MemvaultError,
@@ -51,6 +57,7 @@ from memvault.contract.models import (
     RetainRequest,
     RetainResult,
 )
+from memvault.embedding import DrainReport, Embedding
 from memvault.hooks import lifecycle as lifecycle_specs
 from memvault.hooks import provider as provider_specs
 from memvault.registry import coerce_settings, get_registry, make_manager, missing_settings
@@ -66,6 +73,8 @@ REMOTE_HEALTH_DEADLINE: Final = 1.0
 #: The most retains :meth:`Vault.retain_many` commits in one write group (P34).
 GROUP_SIZE: Final = 64
 _VERBS: Final = ("memvault_retain", "memvault_recall", "memvault_read", "memvault_forget", "memvault_health")
+#: The hooks a provider declaring ``vectors`` implements (P37).
+_VECTOR_HOOKS: Final = ("memvault_vectors_pending", "memvault_vectors_store", "memvault_vectors_backlog")
 
 _R = TypeVar("_R")
 
@@ -104,6 +113,10 @@ class Vault:
         one with a ``bind_vault(vault)`` method is handed this vault once registered.
     :param health_timeout: the health deadline in seconds (default 0.2 s, or
         1.0 s for a ``remote`` provider).
+    :param embedder: recall by meaning with this embedder (contract P36), when the
+        provider declares ``vectors``; ignored otherwise (``None``: by words only).
+    :param background_embedding: embed new lines in a background thread (default);
+        ``False`` leaves them pending until :meth:`embed_pending` (short-lived commands).
     """
 
     def __init__(
@@ -114,6 +127,8 @@ class Vault:
         capabilities: Iterable[str] = (),
         plugins: Iterable[object] = (),
         health_timeout: float | None = None,
+        embedder: Embedder | None = None,
+        background_embedding: bool = True,
     ) -> None:
         self.name = name
         self.provider = provider
@@ -151,6 +166,15 @@ class Vault:
             )
         self._hook = self.plugin_manager.hook
         self._closed = False
+        self.embedding: Embedding | None = None
+        if embedder is not None and Capability.VECTORS in self.capabilities:
+            absent = [h for h in _VECTOR_HOOKS if not self._provides(h)]
+            if absent:
+                raise PluginError(
+                    f"provider {name!r} declares the capability 'vectors' but does not implement "
+                    f"{', '.join(absent)}: implement them, or do not declare 'vectors'"
+                )
+            self.embedding = Embedding(self._hook, embedder, provider=name, background=background_embedding)
         # Cross-cutting plugins (the scanner) reach the provider's own hooks through the vault.
         for plugin in self.plugin_manager.get_plugins():
             bind = getattr(plugin, "bind_vault", None)
@@ -162,7 +186,10 @@ class Vault:
     def retain(self, request: RetainRequest) -> RetainResult:
         """Store content in one document (contract P5-P13)."""
         _expect(request, RetainRequest)
-        return self._call(self._hook.memvault_retain, "retain", RetainResult, request)
+        result = self._call(self._hook.memvault_retain, "retain", RetainResult, request)
+        if self.embedding is not None:
+            self.embedding.notify()
+        return result
 
     def retain_many(self, requests: Sequence[RetainRequest]) -> list[RetainResult | MemvaultError]:
         """Retain several requests, in order; one outcome per request (contract P34).
@@ -193,6 +220,13 @@ class Vault:
         requests = list(requests)  # also a generator, read once
         for request in requests:
             _expect(request, RetainRequest)
+        try:
+            return self._retain_list(requests)
+        finally:
+            if self.embedding is not None:
+                self.embedding.notify()
+
+    def _retain_list(self, requests: list[RetainRequest]) -> list[RetainResult | MemvaultError]:
         if self._provides("memvault_retain_many") and self._provider_alone("memvault_retain", "memvault_retain_many"):
             return self._retain_at_once(requests)
         hook = self._hook.memvault_write_group
@@ -290,9 +324,41 @@ class Vault:
             raise _wrap(exc, self.name, verb) from exc
 
     def recall(self, request: RecallRequest) -> RecallResult:
-        """Search for lines matching the query (contract P14-P20)."""
+        """Search for lines matching the query (contract P14-P20), and by meaning when the
+        vault has an embedder and the provider declares ``vectors`` (P36)."""
         _expect(request, RecallRequest)
+        if self.embedding is not None and request.vector is None:
+            request = attrs.evolve(request, vector=self.embedding.query_vector(request.query))
         return self._call(self._hook.memvault_recall, "recall", RecallResult, request)
+
+    # -- recall by meaning ----------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder this vault recalls by meaning with, or ``None`` (by words only)."""
+        return self.embedding.embedder if self.embedding is not None else None
+
+    def embedding_backlog(self) -> int:
+        """How many lines wait for a vector of the vault's embedder (0 without one; P37)."""
+        if self.embedding is None:
+            return 0
+        return int(self._call_bare(self.embedding.backlog, "vectors"))
+
+    def embed_pending(
+        self, *, timeout: float | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> DrainReport | None:
+        """Embed every line still waiting for a vector, now, in this thread (P37).
+
+        ``memvault reembed`` calls it; tests call it to see recall by meaning at once.
+        Resumable: an interrupted run keeps what it stored. ``None`` without an embedder.
+
+        :param timeout: stop after this many seconds (the rest stays pending).
+        :param progress: called with ``(embedded so far, backlog at the start)`` after each batch.
+        """
+        if self.embedding is None:
+            return None
+        report: DrainReport = self._call_bare(self.embedding.drain, "vectors", timeout=timeout, progress=progress)
+        return report
 
     def read(self, request: ReadRequest) -> ReadResult:
         """Read one whole document (contract P21)."""
@@ -302,7 +368,10 @@ class Vault:
     def forget(self, request: ForgetRequest) -> ForgetResult:
         """Remove a document by label or by data subject (contract P22-P24)."""
         _expect(request, ForgetRequest)
-        return self._call(self._hook.memvault_forget, "forget", ForgetResult, request)
+        result = self._call(self._hook.memvault_forget, "forget", ForgetResult, request)
+        if self.embedding is not None:
+            self.embedding.notify()
+        return result
 
     def list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
         """Enumerate stored documents, without bodies (contract P32; optional hook).
@@ -388,6 +457,8 @@ class Vault:
                     status = HealthStatus(
                         ok=False, message=f"provider {self.name!r} returned {type(status).__name__} from health"
                     )
+                elif self.embedding is not None and status.ok:
+                    status = attrs.evolve(status, embedding_backlog=self.embedding.backlog())
             except Exception as exc:  # noqa: BLE001 - health reports, never raises
                 status = HealthStatus(ok=False, message=f"health check failed: {type(exc).__name__}: {exc}")
             outcome.append(status)
@@ -416,6 +487,8 @@ class Vault:
         if self._closed:
             return
         self._closed = True
+        if self.embedding is not None:
+            self.embedding.close()
         close = getattr(self.provider, "close", None)
         if callable(close):
             try:
@@ -512,6 +585,9 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     scanner: str | None = None,
     scan: Mapping[str, Any] | None = None,
     plugins: Iterable[object] = (),
+    embedder: str | None = None,
+    embed: Mapping[str, Any] | None = None,
+    background_embedding: bool = True,
     **settings: Any,
 ) -> Vault:
     """Open the installed provider ``name`` with its ``settings``.
@@ -527,6 +603,12 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         (``{"thresholds": {category: number}, "allow": [pattern ids]}``); validated
         whatever the scanner, applied to ``"builtin"``.
     :param plugins: extra cross-cutting plugins for this vault.
+    :param embedder: recall by meaning (contract P36): ``"auto"`` (the default, ``None``:
+        ``MEMVAULT_EMBEDDER`` if set, else the only installed embedder, or none when none is
+        installed), ``"off"``, or an embedder's name. Used only when the provider declares
+        ``vectors``; a remote provider's service embeds on its side.
+    :param embed: the embedder's own settings (the ``[embed]`` table's other keys).
+    :param background_embedding: embed new lines in a background thread (default ``True``).
     :param settings: the provider's own settings (``path=...`` for sqlite).
     :raises ProviderNotFound: listing the installed providers.
     :raises InvalidRequest: for a setting the provider does not take, or a required
@@ -541,6 +623,11 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     if scanner is None:
         scanner = "off" if Capability.SCANS_UPSTREAM in info.capabilities else "builtin"
     extra = [*registry.scanner(scanner, scan), *plugins]  # a bad [scan] table fails before anything opens
+    chosen = embedder or os.environ.get("MEMVAULT_EMBEDDER", "").strip() or "auto"
+    # Only a provider keeping vectors loads a model: one without recalls by words, as before.
+    embedding = registry.embedder(chosen, embed) if Capability.VECTORS in info.capabilities else None
+    if chosen not in ("auto", "off") and Capability.VECTORS not in info.capabilities:
+        registry.embedder(chosen, embed)  # a misspelt name or bad settings still fail loudly
     try:
         provider = info.factory(**kwargs)
     except MemvaultError:
@@ -554,6 +641,8 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
             capabilities=info.capabilities,
             plugins=extra,
             health_timeout=health_timeout,
+            embedder=embedding,
+            background_embedding=background_embedding,
         )
     except BaseException:
         close = getattr(provider, "close", None)
@@ -590,12 +679,15 @@ def open_configured(config: Config, name: str | None = None, /, **overrides: Any
     name = name or config.provider
     settings: dict[str, Any] = dict(config.providers.get(name, {}))
     settings.update(overrides)
+    embed = dict(config.embed)
     vault_options: dict[str, Any] = {
         "scanner": config.scanner,
         "scan": config.scan,
         "health_timeout": config.health_timeout,
+        "embedder": embed.pop("embedder", None),
+        "embed": embed,
     }
-    for key in ("scanner", "health_timeout", "plugins"):
+    for key in ("scanner", "health_timeout", "plugins", "embedder", "background_embedding"):
         if key in settings:
             vault_options[key] = settings.pop(key)
     return open(name, **vault_options, **settings)

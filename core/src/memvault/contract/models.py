@@ -7,7 +7,7 @@ P22-P23). Change a request with :func:`attrs.evolve`, which re-runs validation.
 Also the partition and label rules providers share (:func:`label_for`,
 :func:`parse_label`, :func:`check_cap`).
 
-May import: :mod:`memvault.contract.errors` and :mod:`memvault.contract.terms`.
+May import: :mod:`memvault.contract.errors`, :mod:`memvault.contract.embedding` and :mod:`memvault.contract.terms`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
+from memvault.contract.embedding import QueryVector
 from memvault.contract.errors import CapExceeded, InvalidRequest
 from memvault.contract.terms import query_terms, tokenize
 
@@ -102,9 +103,23 @@ class Capability:
     #: The provider's retain calls :func:`memvault.contract.scanning.check_stored` with the stored body of
     #: an append, inside its write and before writing anything (P29): the scanner reads nothing back.
     CHECKS_STORED: Final = "checks_stored"
+    #: The provider keeps a vector per indexed line and fuses them into recall (P36-P40): it
+    #: implements ``memvault_vectors_pending``, ``memvault_vectors_store`` and ``memvault_vectors_backlog``
+    #: and ranks a request carrying ``RecallRequest.vector`` with :func:`memvault.search.fuse`.
+    VECTORS: Final = "vectors"
 
     ALL: Final = frozenset(
-        {CASCADE_FORGET, MULTI_PROCESS, DURABLE, REMOTE, QUARANTINE, LIST_DOCUMENTS, SCANS_UPSTREAM, CHECKS_STORED}
+        {
+            CASCADE_FORGET,
+            MULTI_PROCESS,
+            DURABLE,
+            REMOTE,
+            QUARANTINE,
+            LIST_DOCUMENTS,
+            SCANS_UPSTREAM,
+            CHECKS_STORED,
+            VECTORS,
+        }
     )
 
 
@@ -493,6 +508,11 @@ def _query(instance: object, attribute: Any, value: object) -> None:
         )
 
 
+def _optional_vector(instance: object, attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, QueryVector):
+        raise InvalidRequest("vector must be a memvault.QueryVector or None", field="vector")
+
+
 @frozen(kw_only=True)
 class RecallRequest:
     """Search the caller's partitions for lines matching ``query`` (P14-P20).
@@ -508,6 +528,10 @@ class RecallRequest:
     query: str = field(default="", validator=_query)
     tier: Tier | None = field(default=None, converter=_to_optional_tier)
     limit: int = field(default=MAX_RECALL_LIMIT, converter=_to_limit)
+    #: Optional (recall by meaning, P36): the query embedded by the vault's embedder. The
+    #: vault sets it for a provider that declares ``vectors``; it never crosses the wire
+    #: (a service embeds its callers' queries itself). ``None``: lexical ranking only.
+    vector: QueryVector | None = field(default=None, eq=False, repr=False, validator=_optional_vector)
 
     def __attrs_post_init__(self) -> None:
         if self.tier is not None:
@@ -530,6 +554,11 @@ class RecallRequest:
         if self.crew_id:
             out.append((Partition(workspace_id=self.workspace_id, kind="crew", owner_id=self.crew_id), (Tier.CREW,)))
         return tuple(out)
+
+
+def _optional_score(instance: object, attribute: Any, value: Any) -> None:
+    if value is not None:
+        _score(instance, attribute, value)
 
 
 def _score(instance: object, attribute: Any, value: Any) -> None:
@@ -563,6 +592,12 @@ class RecallSnippet:
     #: provider that fills it lets the scanner reuse a cached verdict instead of
     #: reading the document back; "" means unknown.
     digest: str = ""
+    #: Optional (recall by meaning, P39): the parts of ``score`` when the recall fused
+    #: meaning in: the line's lexical score (0 when it shares no term) and its cosine
+    #: similarity to the query, clipped to [0, 1]. ``None`` for a lexical-only recall,
+    #: or ``similarity`` ``None`` for a line not embedded yet.
+    lexical: float | None = field(default=None, validator=_optional_score)
+    similarity: float | None = field(default=None, validator=_optional_score)
 
 
 def _snippet_list(value: Iterable[RecallSnippet]) -> list[RecallSnippet]:
@@ -774,6 +809,9 @@ class HealthStatus:
     #: recorded as pending, i.e. removed from view but not yet scrubbed from its
     #: storage files (P24). It does not make ``ok`` false: the store works.
     pending_erasures: int = field(default=0, validator=_count)
+    #: Optional (recall by meaning, P37): how many indexed lines wait for a vector of the
+    #: vault's embedder. They are found lexically meanwhile; it does not make ``ok`` false.
+    embedding_backlog: int = field(default=0, validator=_count)
 
 
 # -- enumeration (P32) ---------------------------------------------------------

@@ -4,7 +4,7 @@ Unknown keys are rejected. A structuring failure becomes
 :class:`~memvault.errors.InvalidRequest` naming the field (``providers.sqlite.path``);
 a validator's own ``InvalidRequest`` passes through unchanged.
 
-May import: :mod:`memvault.contract.errors` and :mod:`memvault.contract.models`.
+May import: :mod:`memvault.contract.errors`, :mod:`memvault.contract.embedding` and :mod:`memvault.contract.models`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ import cattrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_unstructure_fn, override
 
+from memvault.contract.embedding import QueryVector
 from memvault.contract.errors import InvalidRequest
 from memvault.contract.models import (
     DocumentInfo,
     ForgetResult,
     HealthStatus,
     ListDocumentsResult,
+    RecallRequest,
     RecallResult,
     RecallSnippet,
 )
@@ -112,8 +114,33 @@ converter.register_unstructure_hook(
 )
 converter.register_unstructure_hook(
     HealthStatus,
-    make_dict_unstructure_fn(HealthStatus, converter, pending_erasures=override(omit_if_default=True)),
+    make_dict_unstructure_fn(
+        HealthStatus,
+        converter,
+        pending_erasures=override(omit_if_default=True),
+        embedding_backlog=override(omit_if_default=True),
+    ),
 )
+converter.register_unstructure_hook(
+    RecallSnippet,
+    make_dict_unstructure_fn(
+        RecallSnippet, converter, lexical=override(omit_if_default=True), similarity=override(omit_if_default=True)
+    ),
+)
+
+
+# A recall's query vector never crosses the wire: a service embeds its callers' queries itself
+# (P36), and a vector sent by a caller would rank with a model the service never ran.
+converter.register_unstructure_hook(
+    RecallRequest, make_dict_unstructure_fn(RecallRequest, converter, vector=override(omit=True))
+)
+
+
+def _no_query_vector(value: object, _: type) -> QueryVector:
+    raise ValueError("a recall takes no 'vector' over the wire: the service embeds the query itself; remove the key")
+
+
+converter.register_structure_hook(QueryVector, _no_query_vector)
 
 
 def _first_invalid_request(exc: BaseException) -> InvalidRequest | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
+from memvault.contract.embedding import PendingLine
 from memvault.contract.errors import MemvaultError
 from memvault.contract.models import (
     ForgetRequest,
@@ -181,4 +182,46 @@ def memvault_quarantine_get(workspace_id: str, sha256: str) -> QuarantineRecord 
     :param workspace_id: the workspace it was kept for.
     :param sha256: the hex digest the scanner reported in ``ContentRejected``.
     :return: the record, or ``None`` when there is none.
+    """
+
+
+# -- recall by meaning (capability ``vectors``, contract P36-P40; optional) ---------------------
+
+
+@hookspec(firstresult=True)
+def memvault_vectors_pending(model_id: str, limit: int) -> list[PendingLine] | None:
+    """Up to ``limit`` indexed lines that have no vector of ``model_id`` yet (P37).
+
+    Durable by construction: a line is pending while its storage holds no vector of
+    this model for its current text, so a crash or restart loses no work. A line with
+    a vector of another model is pending too (P38). Lines of every partition, in any
+    order that eventually reaches each of them; an empty list: nothing waits.
+
+    :param model_id: the vault's embedder's :attr:`memvault.Embedder.model_id`.
+    :param limit: at most this many lines (1-64).
+    :return: the lines and the keys to store their vectors under.
+    """
+
+
+@hookspec(firstresult=True)
+def memvault_vectors_store(model_id: str, vectors: list[tuple[str, bytes]]) -> int | None:
+    """Store vectors for lines :func:`memvault_vectors_pending` named (P37).
+
+    Each item is ``(PendingLine.key, memvault.vector_bytes(vector))``. A key whose line
+    changed or was removed since is skipped, never attached to other text; storing a
+    vector of ``model_id`` for a line replaces any vector of another model it had.
+    In one transaction where the provider has them.
+
+    :param model_id: the model the vectors are of.
+    :param vectors: ``(key, vector bytes)`` pairs.
+    :return: how many vectors were stored.
+    """
+
+
+@hookspec(firstresult=True)
+def memvault_vectors_backlog(model_id: str) -> int | None:
+    """How many indexed lines have no vector of ``model_id`` (P37): the embedding backlog.
+
+    :param model_id: the vault's embedder's model.
+    :return: the count (health reports it as ``HealthStatus.embedding_backlog``).
     """

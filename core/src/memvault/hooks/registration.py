@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from memvault.contract.embedding import RegisterEmbedder
 from memvault.contract.registration import RegisterProvider, RegisterScanner
 from memvault.hooks.markers import hookspec
 
@@ -52,6 +53,20 @@ def memvault_register_scanners(register: RegisterScanner) -> None:
     whose ``@hookimpl(wrapper=True)`` methods wrap the provider verbs.
 
     :param register: the callback that records one scanner.
+    :return: nothing.
+    """
+
+
+@hookspec
+def memvault_register_embedders(register: RegisterEmbedder) -> None:
+    """Register text embedders that vaults can recall by meaning with (contract P36).
+
+    Call ``register(name, factory, description=...)`` once per embedder; ``factory(**settings)``
+    (the ``[embed]`` table's keys other than ``embedder``) returns a
+    :class:`memvault.Embedder`. A name another plugin already registered is an error
+    naming both plugins. Added after the first release: optional.
+
+    :param register: the callback that records one embedder.
     :return: nothing.
     """
 

@@ -9,8 +9,11 @@ Layer 5. May import: :mod:`memvault.contract`, :mod:`memvault.hooks` and :mod:`m
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
+import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ import attrs
 from attrs import frozen
 
 from memvault import search as text
+from memvault.contract.embedding import PendingLine, line_digest, vectors_from_bytes
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
     Capability,
@@ -40,6 +44,7 @@ from memvault.contract.models import (
 )
 from memvault.contract.registration import RegisterProvider
 from memvault.contract.scanning import check_stored
+from memvault.contract.versions import CONTRACT_VERSION
 from memvault.hooks.markers import hookimpl
 
 __all__ = ["MemoryProvider"]
@@ -66,12 +71,24 @@ class MemoryProvider:
     """Documents in a dict, guarded by one lock; an append indexes only what it adds."""
 
     capabilities = frozenset(
-        {Capability.CASCADE_FORGET, Capability.QUARANTINE, Capability.LIST_DOCUMENTS, Capability.CHECKS_STORED}
+        {
+            Capability.CASCADE_FORGET,
+            Capability.QUARANTINE,
+            Capability.LIST_DOCUMENTS,
+            Capability.CHECKS_STORED,
+            Capability.VECTORS,
+        }
     )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._partitions: dict[Partition, dict[str, _Document]] = {}
+        # Vectors per document, by line number: (line digest, model id, vector bytes) (P37). Derived
+        # data: dropped with their document, and a line's vector only counts while its text is the same.
+        self._vectors: dict[tuple[Partition, str], dict[int, tuple[str, str, bytes]]] = {}
+        # Documents that may hold lines without a vector of the model last asked for.
+        self._unembedded: set[tuple[Partition, str]] = set()
+        self._unembedded_model = ""
         # Quarantine copies per workspace, by sha256, in the order they were kept (P30).
         self._quarantine: dict[str, dict[str, QuarantineRecord]] = {}
         after_fork_in_child(self, type(self)._forked)
@@ -90,6 +107,17 @@ class MemoryProvider:
             # The scanner's check of the body this append extends (P29): it may reject, before anything changes.
             check_stored(old.body if old else "", old.digest if old else "")
             final = request.applied_to(old.body if old else "", old.data_subjects if old else ())
+            vectors = self._vectors.get((ref.partition, label))
+            if vectors:
+                # A replace changes any line; an append only the stored body's last line (and adds lines).
+                first_changed = (
+                    text.first_changed_line(old.body, old.index.body_lines)
+                    if old is not None and request.mode == "append"
+                    else 0
+                )
+                for number in [n for n in vectors if n >= first_changed]:
+                    del vectors[number]
+            self._unembedded.add((ref.partition, label))
             docs[label] = _Document(
                 tier=request.tier,
                 body=final.body,
@@ -105,17 +133,92 @@ class MemoryProvider:
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
+        vector = request.vector
         with self._lock:
-            docs = [
-                doc
+            found = [
+                (partition, label, doc)
                 for partition, tiers in request.scopes()
-                for doc in self._partitions.get(partition, {}).values()
+                for label, doc in self._partitions.get(partition, {}).items()
                 if doc.tier in tiers
             ]
-        hits = text.search(query, [doc.index for doc in docs], request.limit)
+            # The vectors of the searched partitions only (P38), of the query's model, for current text.
+            stored = (
+                [(label, doc, self._vectors.get((partition, label), {})) for partition, label, doc in found]
+                if vector is not None
+                else []
+            )
+        docs = [doc for _, _, doc in found]
         # Each hit carries its document's digest, so the scanner needs no read-back.
         digests = {doc.index.source: doc.digest for doc in docs}
-        return RecallResult(hits=text.with_digests(hits, digests))
+        if vector is None:
+            hits = text.search(query, [doc.index for doc in docs], request.limit)
+            return RecallResult(hits=text.with_digests(hits, digests))
+        lexical = text.with_digests(text.search(query, [doc.index for doc in docs], text.FUSION_DEPTH), digests)
+        refs: list[text.LineRef] = []
+        blobs: list[bytes] = []
+        lines: dict[text.LineRef, str] = {}
+        for label, doc, vectors in stored:
+            for number, (digest, model_id, blob) in vectors.items():
+                line_text = _line_text(doc.index, number)
+                if model_id == vector.model_id and line_text is not None and line_digest(line_text) == digest:
+                    refs.append((label, number))
+                    blobs.append(blob)
+                    lines[(label, number)] = line_text
+        similar = text.similarities(vector, refs, vectors_from_bytes(blobs, vector.dimensions), lexical)
+
+        def texts(wanted: Sequence[text.LineRef]) -> dict[text.LineRef, tuple[str, str]]:
+            return {ref: (lines[ref], digests[ref[0]]) for ref in wanted}
+
+        return RecallResult(hits=text.fuse(query, lexical, similar, texts, request.limit))
+
+    # -- vectors (P37) ---------------------------------------------------------
+
+    @hookimpl
+    def memvault_vectors_pending(self, model_id: str, limit: int) -> list[PendingLine]:
+        out: list[PendingLine] = []
+        with self._lock:
+            if model_id != self._unembedded_model:  # another model: every document may need vectors
+                self._unembedded_model = model_id
+                self._unembedded = {(p, label) for p, docs in self._partitions.items() for label in docs}
+            for partition, label in sorted(self._unembedded, key=_document_order):
+                doc = self._partitions.get(partition, {}).get(label)
+                vectors = self._vectors.get((partition, label), {})
+                missing = [] if doc is None else _unembedded_lines(doc, vectors, model_id)
+                if not missing:
+                    self._unembedded.discard((partition, label))
+                    continue
+                for number, line_text, digest in missing[: limit - len(out)]:
+                    key = json.dumps(
+                        [partition.workspace_id, partition.kind, partition.owner_id, label, number, digest]
+                    )
+                    out.append(PendingLine(key=key, text=line_text))
+                if len(out) >= limit:
+                    break
+        return out
+
+    @hookimpl
+    def memvault_vectors_store(self, model_id: str, vectors: list[tuple[str, bytes]]) -> int:
+        stored = 0
+        with self._lock:
+            for key, blob in vectors:
+                workspace_id, kind, owner_id, label, number, digest = json.loads(key)
+                partition = Partition(workspace_id=workspace_id, kind=kind, owner_id=owner_id)
+                doc = self._partitions.get(partition, {}).get(label)
+                line_text = None if doc is None else _line_text(doc.index, number)
+                if line_text is None or line_digest(line_text) != digest:
+                    continue  # the line changed or went since it was handed out: never attach to other text
+                self._vectors.setdefault((partition, label), {})[number] = (digest, model_id, bytes(blob))
+                stored += 1
+        return stored
+
+    @hookimpl
+    def memvault_vectors_backlog(self, model_id: str) -> int:
+        with self._lock:
+            return sum(
+                len(_unembedded_lines(doc, self._vectors.get((partition, label), {}), model_id))
+                for partition, docs in self._partitions.items()
+                for label, doc in docs.items()
+            )
 
     @hookimpl
     def memvault_read(self, request: ReadRequest) -> ReadResult:
@@ -130,6 +233,7 @@ class MemoryProvider:
             if request.id:
                 ref = request.ref
                 docs = self._partitions.get(ref.partition, {})
+                self._vectors.pop((ref.partition, ref.label), None)
                 return ForgetResult(removed=1 if docs.pop(ref.label, None) is not None else 0)
             erased: set[tuple[str, str, str]] = set()
             for partition, docs in self._partitions.items():
@@ -137,6 +241,7 @@ class MemoryProvider:
                     continue
                 for label in [lb for lb, d in docs.items() if request.data_subject_id in d.data_subjects]:
                     del docs[label]
+                    self._vectors.pop((partition, label), None)
                     erased.add((*_owner(partition), label))
             # Quarantine copies are derived data too (P24): those of the subject's rejected writes, and
             # those of rejected appends to an erased document (a copy is the final body: it holds its text).
@@ -190,6 +295,37 @@ class MemoryProvider:
         return HealthStatus(ok=True)
 
 
+def _line_text(index: text.IndexedDocument, number: int) -> str | None:
+    """The text of indexed line ``number`` of ``index`` (``None``: no such indexed line)."""
+    lines = index.lines
+    at = bisect.bisect_left(lines, number, key=_line_number) if lines else 0
+    return lines[at].text if at < len(lines) and lines[at].number == number else None
+
+
+def _line_number(line: text.IndexedLine) -> int:
+    return line.number
+
+
+def _unembedded_lines(
+    doc: _Document, vectors: dict[int, tuple[str, str, bytes]], model_id: str
+) -> list[tuple[int, str, str]]:
+    """``(number, text, digest)`` of the indexed lines of ``doc`` without a vector of ``model_id`` for their text."""
+    out = []
+    for line in doc.index.lines:
+        have = vectors.get(line.number)
+        if have is not None and have[1] == model_id:
+            digest = have[0]
+            if digest == line_digest(line.text):
+                continue
+        out.append((line.number, line.text, line_digest(line.text)))
+    return out
+
+
+def _document_order(item: tuple[Partition, str]) -> tuple[str, str, str, str]:
+    partition, label = item
+    return (partition.workspace_id, partition.kind, partition.owner_id, label)
+
+
 def _subjects(doc: _Document) -> tuple[str, ...]:
     """The data subjects a document carries (P13): every one that wrote to it."""
     return tuple(sorted(doc.data_subjects))
@@ -221,4 +357,5 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         capabilities=MemoryProvider.capabilities,
         scratch=_scratch,
         description="in-process reference provider (not durable); for tests and experiments",
+        contract_version=CONTRACT_VERSION,
     )
