@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from memvault import search as text
+from memvault.contract.embedding import PendingLine, line_digest, vectors_from_bytes
 from memvault.contract.errors import CapExceeded, MemvaultError, NotSupported
 from memvault.contract.models import (
     Capability,
@@ -2005,6 +2006,135 @@ class NoCascadeUnnamed(MemoryProvider):
         return super().memvault_forget(request)
 
 
+class _VectorMutant(MemoryProvider):
+    """Vectors keyed by document and line number alone, as a provider that never checks which text a
+    vector was computed from would keep them; what each mutant then forgets to drop differs."""
+
+    drop_on_replace = True
+    drop_on_forget = True
+    search_globally = False
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        if self.drop_on_replace:
+            return super().memvault_retain(request)
+        with self._lock:
+            kept = {key: dict(lines) for key, lines in self._vectors.items()}
+        result = super().memvault_retain(request)
+        with self._lock:
+            for key, lines in kept.items():
+                self._vectors.setdefault(key, {}).update(lines)
+        return result
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        if self.drop_on_forget:
+            return super().memvault_forget(request)
+        with self._lock:
+            kept = {key: dict(lines) for key, lines in self._vectors.items()}
+        result = super().memvault_forget(request)
+        with self._lock:
+            self._vectors.update(kept)
+        return result
+
+    def _blind(self, model_id: str) -> None:
+        # Every kept vector is taken for its line's current text (the digest check is what is missing).
+        with self._lock:
+            for (partition, label), lines in self._vectors.items():
+                doc = self._partitions.get(partition, {}).get(label)
+                if doc is None:
+                    continue
+                for line in doc.index.lines:
+                    have = lines.get(line.number)
+                    if have is not None:
+                        lines[line.number] = (line_digest(line.text), have[1], have[2])
+
+    @hookimpl
+    def memvault_vectors_pending(self, model_id: str, limit: int) -> list[PendingLine]:
+        self._blind(model_id)
+        return super().memvault_vectors_pending(model_id, limit)
+
+    @hookimpl
+    def memvault_vectors_backlog(self, model_id: str) -> int:
+        self._blind(model_id)
+        return super().memvault_vectors_backlog(model_id)
+
+    @hookimpl
+    def memvault_recall(self, request: RecallRequest) -> RecallResult:
+        if request.vector is not None:
+            self._blind(request.vector.model_id)
+        if not self.search_globally or request.vector is None:
+            return super().memvault_recall(request)
+        # The nearest lines of the whole store first, then only those of the caller's partitions kept.
+        query, vector = text.Query.parse(request.query), request.vector
+        wanted = dict(request.scopes())
+        with self._lock:
+            everything = [
+                (partition, label, doc, self._vectors.get((partition, label), {}))
+                for partition, docs in self._partitions.items()
+                for label, doc in docs.items()
+            ]
+        refs, blobs, owners = [], [], []
+        for partition, label, doc, lines in everything:
+            for number, (_, model_id, blob) in lines.items():
+                if model_id == vector.model_id:
+                    refs.append((label, number))
+                    blobs.append(blob)
+                    owners.append((partition, doc))
+        cosines = text.similarities(vector, refs, vectors_from_bytes(blobs, vector.dimensions))
+        mine = [
+            (partition, label, doc)
+            for partition, tiers in wanted.items()
+            for label, doc in self._partitions.get(partition, {}).items()
+            if doc.tier in tiers
+        ]
+        labels = {label for _, label, _ in mine}
+        similar = {ref: c for ref, c in cosines.items() if ref[0] in labels and _owned(ref, refs, owners, wanted)}
+        digests = {doc.index.source: doc.digest for _, _, doc in mine}
+        lexical = text.with_digests(text.search(query, [d.index for _, _, d in mine], text.FUSION_DEPTH), digests)
+
+        def texts(wanted_lines: Any) -> dict[tuple[str, int], tuple[str, str]]:
+            out = {}
+            for label, number in wanted_lines:
+                doc = next(d for _, lb, d in mine if lb == label)
+                line = next(ln for ln in doc.index.lines if ln.number == number)
+                out[(label, number)] = (line.text, doc.digest)
+            return out
+
+        return RecallResult(hits=text.fuse(query, lexical, similar, texts, request.limit))
+
+
+def _owned(ref: tuple[str, int], refs: list[Any], owners: list[Any], wanted: dict[Any, Any]) -> bool:
+    return any(r == ref and owners[i][0] in wanted for i, r in enumerate(refs))
+
+
+class VectorsSearchedGlobally(_VectorMutant):
+    """P38: the nearest lines of the whole store are found first and the caller's kept afterwards.
+
+    Killed by: test_p38_a_vector_search_never_crosses_partitions.
+    """
+
+    search_globally = True
+
+
+class VectorsKeptAfterReplace(_VectorMutant):
+    """P37: a replace keeps the old lines' vectors, which then answer for the new text.
+
+    Killed by: test_p37_a_replaced_line_leaves_no_stale_vector.
+    """
+
+    drop_on_replace = False
+
+
+class VectorsKeptAfterForget(_VectorMutant):
+    """P40: forget removes the document but not its vectors; a new document at the label inherits them.
+
+    Killed by: test_p40_forget_by_id_removes_the_vectors.
+    """
+
+    drop_on_forget = False
+
+
 @attrs.frozen
 class Mutant:
     """One deliberately broken provider and how the suite is aimed at it."""
@@ -2132,6 +2262,9 @@ _CLASSES: list[type[Any]] = [
     GroupDropsQuarantineCopies,
     GroupPublishesAStaleCopy,
     LockLostAtFork,
+    VectorsSearchedGlobally,
+    VectorsKeptAfterReplace,
+    VectorsKeptAfterForget,
 ]
 
 _RECALL_TESTS = (
@@ -2148,7 +2281,10 @@ MUTANTS["claims-durable-and-multi-process"] = Mutant(
 #: Legitimate providers: each must pass its selection (the control-unmutated one: every mutant's).
 CONTROLS: dict[str, Mutant] = {
     "control-unmutated": Mutant(MemoryProvider, control_selection="*"),
-    "control-own-ranking-engine": Mutant(OwnRankingEngine, control_selection=_RECALL_TESTS),
+    # Another ranking engine keeps no vectors: it does not declare them (recall by meaning is optional).
+    "control-own-ranking-engine": Mutant(
+        OwnRankingEngine, MemoryProvider.capabilities - {Capability.VECTORS}, control_selection=_RECALL_TESTS
+    ),
     "control-no-cascade-unnamed": Mutant(NoCascadeUnnamed, frozenset(), control_selection="by_subject"),
     "control-write-group": Mutant(_Grouped, control_selection="*"),
 }

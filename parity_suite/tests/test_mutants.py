@@ -32,6 +32,12 @@ class {cls}(ProviderSuite):
 
     def make_vault(self, settings):
         return memvault.Vault(ALL[{name!r}].factory(), name={name!r}, capabilities=self.capabilities)
+
+    def make_vault_with_embedder(self, settings, embedder):
+        return memvault.Vault(
+            ALL[{name!r}].factory(), name={name!r}, capabilities=self.capabilities, embedder=embedder,
+            background_embedding=False,
+        )
 """
 _ALL: dict[str, Mutant] = {**MUTANTS, **CONTROLS}
 _NAMES = sorted(_ALL)

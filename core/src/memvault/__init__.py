@@ -32,6 +32,15 @@ import sys as _sys
 
 from memvault.contract import errors
 from memvault.contract.deprecation import MemvaultDeprecationWarning, MemvaultRemovedIn1Warning
+from memvault.contract.embedding import (
+    Embedder,
+    PendingLine,
+    QueryVector,
+    RegisterEmbedder,
+    line_digest,
+    vector_bytes,
+    vectors_from_bytes,
+)
 from memvault.contract.errors import (
     CapExceeded,
     CompactionFailed,
@@ -124,6 +133,13 @@ __all__ = [
     "CompactionFailed",
     "ContentRejected",
     "DoctorCheck",
+    "Embedder",
+    "PendingLine",
+    "QueryVector",
+    "RegisterEmbedder",
+    "line_digest",
+    "vector_bytes",
+    "vectors_from_bytes",
     "DocumentInfo",
     "ForgetRequest",
     "ForgetResult",

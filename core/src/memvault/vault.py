@@ -585,7 +585,7 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     scanner: str | None = None,
     scan: Mapping[str, Any] | None = None,
     plugins: Iterable[object] = (),
-    embedder: str | None = None,
+    embedder: str | Embedder | None = None,
     embed: Mapping[str, Any] | None = None,
     background_embedding: bool = True,
     **settings: Any,
@@ -605,8 +605,9 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     :param plugins: extra cross-cutting plugins for this vault.
     :param embedder: recall by meaning (contract P36): ``"auto"`` (the default, ``None``:
         ``MEMVAULT_EMBEDDER`` if set, else the only installed embedder, or none when none is
-        installed), ``"off"``, or an embedder's name. Used only when the provider declares
-        ``vectors``; a remote provider's service embeds on its side.
+        installed), ``"off"``, an embedder's name, or an embedder object (a
+        :class:`memvault.Embedder`). Used only when the provider declares ``vectors``; a
+        remote provider's service embeds on its side.
     :param embed: the embedder's own settings (the ``[embed]`` table's other keys).
     :param background_embedding: embed new lines in a background thread (default ``True``).
     :param settings: the provider's own settings (``path=...`` for sqlite).
@@ -623,11 +624,15 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     if scanner is None:
         scanner = "off" if Capability.SCANS_UPSTREAM in info.capabilities else "builtin"
     extra = [*registry.scanner(scanner, scan), *plugins]  # a bad [scan] table fails before anything opens
-    chosen = embedder or os.environ.get("MEMVAULT_EMBEDDER", "").strip() or "auto"
-    # Only a provider keeping vectors loads a model: one without recalls by words, as before.
-    embedding = registry.embedder(chosen, embed) if Capability.VECTORS in info.capabilities else None
-    if chosen not in ("auto", "off") and Capability.VECTORS not in info.capabilities:
-        registry.embedder(chosen, embed)  # a misspelt name or bad settings still fail loudly
+    embedding: Embedder | None
+    if embedder is not None and not isinstance(embedder, str):
+        embedding = embedder
+    else:
+        chosen = embedder or os.environ.get("MEMVAULT_EMBEDDER", "").strip() or "auto"
+        # Only a provider keeping vectors loads a model: one without recalls by words, as before.
+        embedding = registry.embedder(chosen, embed) if Capability.VECTORS in info.capabilities else None
+        if chosen not in ("auto", "off") and Capability.VECTORS not in info.capabilities:
+            registry.embedder(chosen, embed)  # a misspelt name or bad settings still fail loudly
     try:
         provider = info.factory(**kwargs)
     except MemvaultError:

@@ -108,6 +108,11 @@ class SuiteBase:
     provider: ClassVar[str] = ""
     #: The optional capabilities to test; ``None``: what the provider registered.
     capabilities: ClassVar[frozenset[str] | None] = None
+    #: The contract version to hold the provider to; ``None``: the one it registered with.
+    contract_version: ClassVar[str | None] = None
+    #: ``True``: a test newer than the provider's contract version fails like any other;
+    #: ``False`` (default): it is reported as a new requirement not met yet (an xfail).
+    strict: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -176,8 +181,12 @@ class SuiteBase:
         return self.new_workspace()
 
     def make_vault(self, settings: Mapping[str, Any]) -> memvault.Vault:
-        """Open the provider on ``settings``. Override to wrap an unregistered provider instance."""
-        return memvault.open(self._provider_name(), **settings)
+        """Open the provider on ``settings``. Override to wrap an unregistered provider instance.
+
+        Without an embedder: recall by meaning is tested by :class:`memvault_parity.vectors.VectorTests`,
+        with embedders it chooses, so every other test ranks by words alone, as the contract lines it checks say.
+        """
+        return memvault.open(self._provider_name(), embedder="off", **settings)
 
     # -- helpers -------------------------------------------------------------
 

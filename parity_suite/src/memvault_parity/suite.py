@@ -23,6 +23,7 @@ from memvault_parity.recall import RecallTests
 from memvault_parity.retain import CapTests, ModeTests, TierTests
 from memvault_parity.retain_many import RetainManyTests
 from memvault_parity.scanner import ScannerTests
+from memvault_parity.vectors import VectorTests
 
 __all__ = ["ProviderSuite"]
 
@@ -45,6 +46,7 @@ class ProviderSuite(
     ForkTests,
     ScannerTests,
     ListingTests,
+    VectorTests,
 ):
     """The whole provider contract (P1-P28). Subclass it and set ``provider``.
 

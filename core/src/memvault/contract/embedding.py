@@ -21,6 +21,7 @@ May import: :mod:`memvault.contract.errors`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Sequence
@@ -131,6 +132,7 @@ class PendingLine:
     text: str
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a provider asks again for the lines it holds
 def line_digest(text: str) -> str:
     """A short digest of a line's text, for vector keys (not a security boundary: it names
     which text a vector was computed from; 16 hex characters of sha256)."""

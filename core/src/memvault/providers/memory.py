@@ -86,9 +86,6 @@ class MemoryProvider:
         # Vectors per document, by line number: (line digest, model id, vector bytes) (P37). Derived
         # data: dropped with their document, and a line's vector only counts while its text is the same.
         self._vectors: dict[tuple[Partition, str], dict[int, tuple[str, str, bytes]]] = {}
-        # Documents that may hold lines without a vector of the model last asked for.
-        self._unembedded: set[tuple[Partition, str]] = set()
-        self._unembedded_model = ""
         # Quarantine copies per workspace, by sha256, in the order they were kept (P30).
         self._quarantine: dict[str, dict[str, QuarantineRecord]] = {}
         after_fork_in_child(self, type(self)._forked)
@@ -117,7 +114,6 @@ class MemoryProvider:
                 )
                 for number in [n for n in vectors if n >= first_changed]:
                     del vectors[number]
-            self._unembedded.add((ref.partition, label))
             docs[label] = _Document(
                 tier=request.tier,
                 body=final.body,
@@ -175,18 +171,13 @@ class MemoryProvider:
 
     @hookimpl
     def memvault_vectors_pending(self, model_id: str, limit: int) -> list[PendingLine]:
+        # Every document is looked at (line digests are cached): what is pending is what the store
+        # holds, however it was written.
         out: list[PendingLine] = []
         with self._lock:
-            if model_id != self._unembedded_model:  # another model: every document may need vectors
-                self._unembedded_model = model_id
-                self._unembedded = {(p, label) for p, docs in self._partitions.items() for label in docs}
-            for partition, label in sorted(self._unembedded, key=_document_order):
-                doc = self._partitions.get(partition, {}).get(label)
-                vectors = self._vectors.get((partition, label), {})
-                missing = [] if doc is None else _unembedded_lines(doc, vectors, model_id)
-                if not missing:
-                    self._unembedded.discard((partition, label))
-                    continue
+            documents = [(p, label, doc) for p, docs in self._partitions.items() for label, doc in docs.items()]
+            for partition, label, doc in sorted(documents, key=_document_order):
+                missing = _unembedded_lines(doc, self._vectors.get((partition, label), {}), model_id)
                 for number, line_text, digest in missing[: limit - len(out)]:
                     key = json.dumps(
                         [partition.workspace_id, partition.kind, partition.owner_id, label, number, digest]
@@ -321,8 +312,8 @@ def _unembedded_lines(
     return out
 
 
-def _document_order(item: tuple[Partition, str]) -> tuple[str, str, str, str]:
-    partition, label = item
+def _document_order(item: tuple[Partition, str, _Document]) -> tuple[str, str, str, str]:
+    partition, label, _ = item
     return (partition.workspace_id, partition.kind, partition.owner_id, label)
 
 
