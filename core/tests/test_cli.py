@@ -34,10 +34,19 @@ def test_providers_lists_memory_with_distribution_and_capabilities() -> None:
     result = CliRunner().invoke(cli_module.cli, ["providers"])
     assert result.exit_code == 0
     header, _rule, *rows = result.output.splitlines()
-    assert header.split() == ["NAME", "DISTRIBUTION", "VERSION", "CAPABILITIES"]
+    assert header.split() == ["NAME", "DISTRIBUTION", "VERSION", "CONTRACT", "CAPABILITIES"]
     memory_row = next(r for r in rows if r.startswith("memory "))
     assert "memvault" in memory_row
     assert "cascade_forget" in memory_row
+    assert memory_row.split()[3] == memvault.CONTRACT_VERSION
+
+
+def test_version_names_the_package_and_the_contract_version() -> None:
+    result = CliRunner().invoke(cli_module.cli, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == (
+        f"memvault {importlib_metadata.version('memvault')} (contract {memvault.CONTRACT_VERSION})"
+    )
 
 
 def test_providers_json_and_health_column() -> None:

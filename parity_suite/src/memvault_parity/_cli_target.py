@@ -18,6 +18,7 @@ from memvault_parity.suite import ProviderSuite
 
 class TestParity(ProviderSuite):
     provider = current_target().name
+    strict = current_target().strict
 
     @pytest.fixture
     def settings(self, tmp_path: Path) -> Mapping[str, Any]:

@@ -27,8 +27,19 @@ __all__ = ["memvault_register_commands", "parity"]
 @click.option("-k", "keyword", default=None, metavar="EXPR", help="Only tests matching this pytest -k expression.")
 @click.option("-x", "exitfirst", is_flag=True, help="Stop at the first failure.")
 @click.option("-v", "verbose", is_flag=True, help="List every test as it runs.")
-def parity(name: str, options: tuple[str, ...], keyword: str | None, exitfirst: bool, verbose: bool) -> None:
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also fail the contract lines newer than the version the provider declares (default: list them).",
+)
+def parity(
+    name: str, options: tuple[str, ...], keyword: str | None, exitfirst: bool, verbose: bool, strict: bool
+) -> None:
     """Run the parity suite against the installed provider NAME.
+
+    The provider is held to every contract line up to the contract version it
+    declares (``memvault providers`` shows it); the newer lines it does not meet
+    yet are listed apart and do not fail the run, unless --strict.
 
     Exits 0 when every applicable test passes, 1 when any fails, 2 on bad input.
     """
@@ -51,7 +62,9 @@ def parity(name: str, options: tuple[str, ...], keyword: str | None, exitfirst: 
         sys.exit(2)
     from memvault_parity.runner import run_parity
 
-    outcome = run_parity(name, settings, keyword=keyword, exitfirst=exitfirst, extra_args=["-v"] if verbose else [])
+    outcome = run_parity(
+        name, settings, keyword=keyword, exitfirst=exitfirst, strict=strict, extra_args=["-v"] if verbose else []
+    )
     sys.exit(0 if outcome.ok else 1)
 
 

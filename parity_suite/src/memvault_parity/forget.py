@@ -12,6 +12,7 @@ import pytest
 import memvault
 from memvault.contract.models import Capability
 from memvault_parity.base import SuiteBase, requires, requires_absent
+from memvault_parity.versions import since
 
 __all__ = ["ForgetTests", "ReadTests", "SubjectErasureTests"]
 
@@ -146,6 +147,7 @@ class ForgetTests(SuiteBase):
 class SubjectErasureTests(SuiteBase):
     """forget by data_subject_id: NotSupported, or a workspace-wide cascade (P13, P24)."""
 
+    @since("1.0")
     @requires_absent(Capability.CASCADE_FORGET)
     def test_forget_by_subject_without_capability_is_not_supported_naming_the_provider(
         self, vault: memvault.Vault, ws: str
@@ -158,6 +160,7 @@ class SubjectErasureTests(SuiteBase):
         assert vault.name in str(caught.value)
         assert self.body(vault, ws) == "subject data\n"
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_forget_by_subject_removes_every_document_of_the_subject_and_counts(
         self, vault: memvault.Vault, ws: str
@@ -173,6 +176,7 @@ class SubjectErasureTests(SuiteBase):
         assert self.body(vault, ws, tier="pins") == ""
         assert self.body(vault, ws, tier="peers", key="jo", agent="agent-2") == ""
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_forget_by_subject_never_touches_another_workspace(self, vault: memvault.Vault) -> None:
         """P24/P3: the same subject in another workspace, also one whose id starts with this one's, is
@@ -187,6 +191,7 @@ class SubjectErasureTests(SuiteBase):
             assert self.body(vault, theirs) == "theirs subject line\n"
             assert len(self.find(vault, theirs, "theirs")) == 1
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_forget_by_subject_keeps_other_subjects_and_untagged_documents(
         self, vault: memvault.Vault, ws: str
@@ -199,6 +204,7 @@ class SubjectErasureTests(SuiteBase):
         assert self.body(vault, ws, tier="pins") == "other subject\n"
         assert self.body(vault, ws, tier="PERSONA") == "untagged\n"
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_forget_by_unknown_subject_removes_zero(self, vault: memvault.Vault, ws: str) -> None:
         """P24: no documents of the subject: removed=0, no error; repeating it is also 0."""
@@ -206,6 +212,7 @@ class SubjectErasureTests(SuiteBase):
         assert self.drop(vault, ws, subject="subject-none") == 0
         assert self.body(vault, ws) == "bystander\n"
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_forget_by_subject_twice_removes_zero_the_second_time(self, vault: memvault.Vault, ws: str) -> None:
         """P24: the cascade is idempotent."""
@@ -213,6 +220,7 @@ class SubjectErasureTests(SuiteBase):
         assert self.drop(vault, ws, subject="subject-5") == 1
         assert self.drop(vault, ws, subject="subject-5") == 0
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_forget_by_subject_erases_the_text_from_storage_files(
         self, vault: memvault.Vault, ws: str, tmp_path: Path
@@ -230,6 +238,7 @@ class SubjectErasureTests(SuiteBase):
         vault.health()  # give a provider the chance to checkpoint, as a real process would
         assert _files_containing(tmp_path, secret.encode()) == []
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_an_erasure_after_a_forget_by_id_leaves_no_text_in_storage_files(
         self, vault: memvault.Vault, ws: str, tmp_path: Path
@@ -249,6 +258,7 @@ class SubjectErasureTests(SuiteBase):
         assert _files_containing(tmp_path, secret.encode()) == []
         assert self.body(vault, ws, tier="pins") == "kept by another subject\n"
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_an_untagged_write_never_clears_a_subject(self, vault: memvault.Vault, ws: str) -> None:
         """P13/P24: a later untagged append or replace keeps the document tagged: erasing the subject
@@ -261,6 +271,7 @@ class SubjectErasureTests(SuiteBase):
         assert self.find(vault, ws, "osprey") == []
         assert (self.body(vault, ws), self.body(vault, ws, tier="pins")) == ("", "")
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_a_document_carries_every_subject_that_wrote_to_it(self, vault: memvault.Vault, ws: str) -> None:
         """P13/P24: a document is tagged with every subject that wrote to it, not only the first or the
@@ -287,6 +298,7 @@ class SubjectErasureTests(SuiteBase):
         assert self.drop(vault, ws, subject="subject-c") == 0
         assert self.body(vault, ws, tier="peers", key="pat") == "fresh untagged body\n"
 
+    @since("1.0")
     @requires(Capability.CASCADE_FORGET)
     def test_subjects_match_exactly(self, vault: memvault.Vault, ws: str) -> None:
         """P13/P24: subject ids match exactly: never by case, prefix, suffix or substring (no LIKE rules)."""

@@ -11,6 +11,8 @@ from typing import Any, TextIO
 
 from attrs import field, frozen
 
+from memvault_parity.versions import NEW_REQUIREMENT, line_version
+
 __all__ = ["ParityOutcome", "Target", "current_target", "run_parity"]
 
 _TARGET_MODULE = "memvault_parity._cli_target"
@@ -23,6 +25,7 @@ class Target:
 
     name: str
     options: Mapping[str, str] | None = None
+    strict: bool = False
 
     def settings_for(self, tmp_path: Path) -> Mapping[str, Any]:
         """The ``--option`` settings when given, else the provider's scratch settings in ``tmp_path``."""
@@ -52,6 +55,9 @@ class ParityOutcome:
 
     passed: int = 0
     failed: list[tuple[str, str]] = field(factory=list)  # (test name, contract numbers)
+    #: Tests newer than the provider's contract version that it does not pass yet:
+    #: (test name, contract version, contract numbers). They do not fail the run.
+    not_met: list[tuple[str, str, str]] = field(factory=list)
     skipped: int = 0
     xfailed: int = 0
     exit_code: int = 0
@@ -70,8 +76,12 @@ class _Collector:
         self.skipped = 0
         self.xfailed = 0
         self.failed: list[tuple[str, str]] = []
+        self.not_met: list[tuple[str, str, str]] = []
 
     def pytest_collection_modifyitems(self, items: list[Any]) -> None:
+        from memvault_parity.versions import mark_new_requirements
+
+        mark_new_requirements(items)  # also when pytest's plugin autoloading is off
         for item in items:
             doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
             numbers = sorted(set(_CONTRACT.findall(doc)), key=lambda n: (n[0], int(n[1:])))
@@ -81,7 +91,10 @@ class _Collector:
         name = report.nodeid.rsplit("::", 1)[-1]
         if report.when == "call" or (report.when == "setup" and not report.passed):
             if hasattr(report, "wasxfail"):
-                if report.skipped:
+                if report.skipped and str(report.wasxfail).startswith(NEW_REQUIREMENT):
+                    version = str(report.wasxfail)[len(NEW_REQUIREMENT) :].split()[0]
+                    self.not_met.append((name, version, self.numbers.get(report.nodeid, "")))
+                elif report.skipped:
                     self.xfailed += 1
                 else:  # a non-strict xfail that passed: the override is stale, but nothing failed
                     self.passed += 1
@@ -101,6 +114,7 @@ def run_parity(
     *,
     keyword: str | None = None,
     exitfirst: bool = False,
+    strict: bool = False,
     extra_args: Sequence[str] = (),
     out: TextIO | None = None,
 ) -> ParityOutcome:
@@ -111,7 +125,10 @@ def run_parity(
         tests apart); ``None``: the provider's scratch settings, fresh per test.
     :param keyword: a pytest ``-k`` expression.
     :param exitfirst: stop at the first failure (``-x``).
-    :return: counts and the failing tests with their contract numbers.
+    :param strict: hold the provider to every contract line, also those newer than
+        the contract version it declares (default: those are listed, not failed).
+    :return: counts, the failing tests with their contract numbers, and the new
+        requirements the provider does not meet yet.
     """
     import importlib.util
 
@@ -121,7 +138,7 @@ def run_parity(
     spec = importlib.util.find_spec(_TARGET_MODULE)
     if spec is None or spec.origin is None:  # pragma: no cover - the module ships with this package
         raise RuntimeError(f"{_TARGET_MODULE} is missing from this installation of memvault-parity")
-    _target = Target(name=name, options=dict(options) if options is not None else None)
+    _target = Target(name=name, options=dict(options) if options is not None else None, strict=strict)
     sys.modules.pop(_TARGET_MODULE, None)
     collector = _Collector()
     stream = out if out is not None else sys.stdout
@@ -161,6 +178,7 @@ def run_parity(
     outcome = ParityOutcome(
         passed=collector.passed,
         failed=collector.failed,
+        not_met=collector.not_met,
         skipped=collector.skipped,
         xfailed=collector.xfailed,
         exit_code=code,
@@ -178,7 +196,39 @@ def _summarise(name: str, outcome: ParityOutcome, stream: TextIO) -> None:
     print(f"memvault parity {name}: {verdict}: {', '.join(parts)}", file=stream)
     for test, numbers in outcome.failed:
         print(f"  FAILED {test}" + (f"  [{numbers}]" if numbers else ""), file=stream)
+    _summarise_not_met(name, outcome, stream)
     if outcome.exit_code == 5:
         print("  no test matched the selection (-k)", file=stream)
     elif outcome.exit_code not in (0, 1):
         print(f"  pytest stopped with exit code {outcome.exit_code} (usage error or interrupted)", file=stream)
+
+
+def _summarise_not_met(name: str, outcome: ParityOutcome, stream: TextIO) -> None:
+    """The new requirements the provider does not meet yet, by contract version."""
+    if not outcome.not_met:
+        return
+    from memvault.contract.versions import contract_version_key
+    from memvault.registry import get_registry
+
+    try:
+        declared = get_registry().get(name).contract_version
+    except Exception:  # noqa: BLE001 - only for the wording
+        declared = "?"
+    by_version: dict[str, list[tuple[str, str]]] = {}
+    for test, version, numbers in outcome.not_met:
+        by_version.setdefault(version, []).append((test, numbers))
+    print(
+        f"  provider {name!r} declares contract {declared}; these newer requirements do not fail the run "
+        "(--strict fails them):",
+        file=stream,
+    )
+    for version in sorted(by_version, key=contract_version_key):
+        tests = by_version[version]
+        cited = {n.strip() for _, numbers in tests for n in numbers.split(",") if n.strip()}
+        lines = sorted({n for n in cited if line_version(n) == version} or cited, key=lambda n: (n[0], int(n[1:])))
+        print(
+            f"  new requirements in {version} this provider does not meet yet: {', '.join(lines) or '-'}",
+            file=stream,
+        )
+        for test, numbers in tests:
+            print(f"    NOT MET {test}" + (f"  [{numbers}]" if numbers else ""), file=stream)

@@ -26,6 +26,7 @@ from memvault.scanner.plugin import BuiltinScanner
 from memvault.scanner.quarantine import BLOCKED_PREFIX, quarantine_record, quarantine_records
 from memvault_parity.base import SuiteBase, requires, requires_absent
 from memvault_parity.retain_many import item, outcome_shape
+from memvault_parity.versions import since
 
 __all__ = ["ScannerTests", "in_base64", "with_look_alikes"]
 
@@ -343,6 +344,7 @@ class ScannerTests(SuiteBase):
         assert quarantine_records(scanned, other) == []
         assert quarantine_record(scanned, other, info.value.sha256) is None
 
+    @since("1.0")
     @requires("quarantine", "cascade_forget")
     def test_p24_forget_by_subject_removes_the_subjects_quarantine_copies(
         self, scanned: memvault.Vault, ws: str
@@ -379,6 +381,7 @@ class ScannerTests(SuiteBase):
         assert [r.sha256 for r in quarantine_records(scanned, ws) if "4242" in r.content] == []
         assert [r.sha256 for r in quarantine_records(scanned, ws)] == [other.value.sha256]
 
+    @since("1.0")
     @requires("quarantine", "cascade_forget")
     def test_p24_erasure_leaves_no_copy_of_the_subjects_identical_writes(
         self, scanned: memvault.Vault, ws: str

@@ -24,6 +24,7 @@ from memvault.cli.quarantine import quarantine
 from memvault.cli.transfer import export, import_, inspect
 from memvault.contract.errors import MemvaultError
 from memvault.contract.models import ForgetRequest, HealthStatus, ReadRequest, RecallRequest, RetainRequest, Tier
+from memvault.contract.versions import CONTRACT_VERSION
 from memvault.contract.wire import unstructure
 from memvault.doctor import run_checks
 from memvault.registry import get_registry
@@ -47,7 +48,7 @@ def _partition_options(func: _F) -> _F:
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="Path of memvault.toml.")
 @click.option("--provider", default=None, help="Provider name (overrides the config).")
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="Provider setting.")
-@click.version_option(package_name="memvault")
+@click.version_option(package_name="memvault", message=f"memvault %(version)s (contract {CONTRACT_VERSION})")
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, provider: str | None, options: tuple[str, ...]) -> None:
     """memvault: pluggable long-term memory for AI agents."""
@@ -58,7 +59,11 @@ def cli(ctx: click.Context, config: str | None, provider: str | None, options: t
 @click.option("--health", "with_health", is_flag=True, help="Open each provider's scratch instance and probe it.")
 @json_option
 def providers(with_health: bool, as_json: bool) -> None:
-    """List installed providers with distribution, version and capabilities."""
+    """List installed providers with distribution, version, contract version and capabilities.
+
+    CONTRACT is the version of the contract (docs/reference/contract.md) each provider
+    declares it was written for; this memvault's newest is in ``memvault --version``.
+    """
     registry = get_registry()
     rows: list[dict[str, Any]] = []
     for name in registry.names():
@@ -67,6 +72,7 @@ def providers(with_health: bool, as_json: bool) -> None:
             "name": name,
             "distribution": info.distribution,
             "version": info.version,
+            "contract_version": info.contract_version,
             "capabilities": sorted(info.capabilities),
             "description": info.description,
         }
@@ -80,9 +86,9 @@ def providers(with_health: bool, as_json: bool) -> None:
     if as_json:
         emit(True, {"providers": rows, "problems": problems}, "")
         return
-    headers = ["NAME", "DISTRIBUTION", "VERSION", "CAPABILITIES"] + (["HEALTH"] if with_health else [])
+    headers = ["NAME", "DISTRIBUTION", "VERSION", "CONTRACT", "CAPABILITIES"] + (["HEALTH"] if with_health else [])
     table = [
-        [r["name"], r["distribution"], r["version"], ",".join(r["capabilities"]) or "-"]
+        [r["name"], r["distribution"], r["version"], r["contract_version"], ",".join(r["capabilities"]) or "-"]
         + ([r["health"]] if with_health else [])
         for r in rows
     ]

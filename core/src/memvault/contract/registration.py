@@ -51,6 +51,7 @@ class RegisterProvider(Protocol):
         scratch: ScratchSettings | None = None,
         description: str = "",
         checks: StoreChecks | None = None,
+        contract_version: str | None = None,
     ) -> None:
         """Record one provider.
 
@@ -63,6 +64,10 @@ class RegisterProvider(Protocol):
         :param description: one line for ``memvault providers``.
         :param checks: its own read-only checks of a configured store, which
             ``memvault doctor`` runs for it (optional, added after the first release).
+        :param contract_version: the version of docs/reference/contract.md the provider
+            was written for, e.g. ``"1.3"`` (:data:`memvault.CONTRACT_VERSION` is the
+            newest); ``None``: ``"1.0"``, the first. ``memvault parity`` holds it to every
+            line up to that version and lists newer lines it misses without failing it.
         """
 
 

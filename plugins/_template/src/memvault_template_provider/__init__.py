@@ -201,4 +201,5 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         capabilities=TemplateProvider.capabilities,
         scratch=_scratch,
         description="template provider: documents in memory (copy me)",
+        contract_version="1.3",  # the contract.md version you wrote and tested it against
     )

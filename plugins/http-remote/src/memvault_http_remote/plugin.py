@@ -39,6 +39,7 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         capabilities=CAPABILITIES,
         scratch=None,  # a scratch instance would need a server: pass --option url=... --option token=...
         description="client of a `memvault serve` service over HTTP (settings: url, token, timeout, batch_max)",
+        contract_version="1.3",  # the contract it is checked against (memvault parity --strict)
     )
 
 

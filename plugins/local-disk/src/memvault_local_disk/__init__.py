@@ -30,4 +30,5 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         capabilities=LocalDiskProvider.capabilities,
         scratch=_scratch,
         description="markdown files under a root folder; atomic writes, cross-process locks, hand-editable",
+        contract_version="1.3",  # the contract it is checked against (memvault parity --strict)
     )

@@ -35,4 +35,5 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         capabilities=PostgresProvider.capabilities,
         scratch=_scratch,
         description="PostgreSQL: many processes and hosts on one database, GIN full-text recall, erasure by subject",
+        contract_version="1.3",  # the contract it is checked against (memvault parity --strict)
     )

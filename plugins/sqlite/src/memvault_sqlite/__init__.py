@@ -30,4 +30,5 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         scratch=_scratch,
         description="one SQLite file: WAL, line-level FTS5 index, erasure by data subject",
         checks=store_checks,
+        contract_version="1.3",  # the contract it is checked against (memvault parity --strict)
     )
