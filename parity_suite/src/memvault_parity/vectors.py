@@ -118,6 +118,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p36_a_line_sharing_no_word_is_found_by_meaning(self, meaning_vault: Any, ws: str) -> None:
+        """P36/P39: once embedded, a line sharing no word with the query is found, scoring under 0.5, with its parts."""
         vault = meaning_vault(ConceptEmbedder())
         self.put(vault, ws, "Owns a Subaru.\nEnjoys gardening on weekends.\n")
         self.embed_all(vault)
@@ -129,6 +130,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p37_a_new_line_is_found_by_its_words_before_it_is_embedded(self, meaning_vault: Any, ws: str) -> None:
+        """P37/P39: a retain waits for no embedder; the new line is pending, counted, and found by its words."""
         vault = meaning_vault(ConceptEmbedder())
         self.put(vault, ws, "Owns a Subaru.\n")
         assert vault.embedding_backlog() == 1
@@ -139,6 +141,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p36_a_phrase_line_ranks_above_lines_found_by_meaning(self, meaning_vault: Any, ws: str) -> None:
+        """P36: a line holding the query's phrase keeps its score, above every line found by meaning."""
         vault = meaning_vault(ConceptEmbedder())
         self.put(vault, ws, "Drives a sedan.\nbought a new car last week\n")
         self.embed_all(vault)
@@ -148,7 +151,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p36_the_fused_ranking_is_the_reference_ranking(self, meaning_vault: Any, ws: str) -> None:
-        """Every provider ranks a store the same way: here, the memory provider's fused hits."""
+        """P36: every provider ranks a store the same way: here, the memory provider's fused hits."""
         lines = [
             "Drives a Subaru to work.",
             "The dog sleeps on the sofa.",
@@ -180,7 +183,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p38_a_vector_search_never_crosses_partitions(self, meaning_vault: Any, ws: str) -> None:
-        """Other partitions hold many lines closer in meaning: a global nearest-neighbour search
+        """P38: other partitions hold many lines closer in meaning: a global nearest-neighbour search
         filtered afterwards would find none of this partition's lines."""
         vault = meaning_vault(ConceptEmbedder())
         other = self.new_workspace()
@@ -201,6 +204,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p37_a_replaced_line_leaves_no_stale_vector(self, meaning_vault: Any, ws: str) -> None:
+        """P37: after a replace, no vector of the old text answers, before or after re-embedding."""
         vault = meaning_vault(ConceptEmbedder())
         self.put(vault, ws, "Owns a Subaru.\n", mode="replace")
         self.embed_all(vault)
@@ -212,6 +216,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p37_an_append_keeps_unchanged_lines_embedded(self, meaning_vault: Any, ws: str) -> None:
+        """P37: an append keeps the vectors of the lines it does not change; only its new line is pending."""
         vault = meaning_vault(ConceptEmbedder())
         self.put(vault, ws, "Owns a Subaru.\nHas a labrador.\n")
         self.embed_all(vault)
@@ -221,6 +226,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p37_an_append_to_an_unfinished_line_re_embeds_it(self, meaning_vault: Any, ws: str) -> None:
+        """P37: an append that continues an unfinished last line makes that line pending again."""
         vault = meaning_vault(ConceptEmbedder())
         self.put(vault, ws, "Owns a cello")
         self.embed_all(vault)
@@ -232,6 +238,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p37_a_vector_for_a_line_that_changed_meanwhile_is_not_stored(self, meaning_vault: Any, ws: str) -> None:
+        """P37: a vector stored for a line that changed since it was named pending is never attached to the new text."""
         vault = meaning_vault(ConceptEmbedder())
         hook = vault.plugin_manager.hook
         self.put(vault, ws, "Owns a Subaru.\n", mode="replace")
@@ -245,6 +252,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS, Capability.DURABLE)
     def test_p38_a_changed_model_is_detected_and_never_mixed(self, meaning_vault: Any, ws: str) -> None:
+        """P38: a vault with another model sees every line pending and never ranks with the first model's vectors."""
         first = meaning_vault(ConceptEmbedder("parity-concepts-1"))
         self.put(first, ws, "Owns a Subaru.\nHas a labrador.\n")
         self.embed_all(first)
@@ -258,6 +266,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p40_forget_by_id_removes_the_vectors(self, meaning_vault: Any, ws: str) -> None:
+        """P40: forget by id removes the document's vectors; a new document at the label starts with none."""
         vault = meaning_vault(ConceptEmbedder())
         self.put(vault, ws, "Owns a Subaru.\n")
         self.embed_all(vault)
@@ -270,6 +279,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS, Capability.CASCADE_FORGET)
     def test_p40_erasure_by_subject_removes_the_vectors(self, meaning_vault: Any, ws: str) -> None:
+        """P40: erasure by data subject removes the vectors of the documents it removes, and only those."""
         vault = meaning_vault(ConceptEmbedder())
         self.put(vault, ws, "Owns a Subaru.\n", subject="subject-a")
         self.put(vault, ws, "Owns a sedan.\n", tier="pins", subject="subject-b")
@@ -282,6 +292,7 @@ class VectorTests(SuiteBase):
     def test_p37_the_backlog_survives_reopening(
         self, meaning_vault: Any, open_vault: Callable[[], memvault.Vault], ws: str
     ) -> None:
+        """P37: pending lines are durable: a vault opened later finds them, and stored vectors survive reopening."""
         writer = open_vault()
         self.put(writer, ws, "Owns a Subaru.\nHas a labrador.\n")
         writer.close()
@@ -297,6 +308,7 @@ class VectorTests(SuiteBase):
 
     @requires(Capability.VECTORS)
     def test_p36_questions_in_other_words_find_their_facts(self, meaning_vault: Any, ws: str) -> None:
+        """P36: with the installed embedder, questions sharing no word with their facts find them in the top 5."""
         from memvault.registry import get_registry
 
         embedder = get_registry().embedder("auto")

@@ -5,18 +5,20 @@ May import: every layer below the CLI.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
 
 from memvault.config import load_config
-from memvault.contract.errors import InvalidRequest, MemvaultError
+from memvault.contract.errors import InvalidRequest, MemvaultError, SkippedUnreadable
 from memvault.vault import Vault, open_configured, settings_from_pairs
 
-__all__ = ["Context", "emit", "fail", "json_option", "render_table"]
+__all__ = ["Context", "emit", "fail", "json_option", "render_table", "skipped_unreadable"]
 
 #: ``--json``: machine-readable output.
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -38,7 +40,11 @@ class Context:
         self.options = options
 
     def open(self, *, scanner: str | None = None) -> Vault:
-        """Open the configured provider; ``scanner`` overrides the configured scanner (``"off"``)."""
+        """Open the configured provider; ``scanner`` overrides the configured scanner (``"off"``).
+
+        A command is short-lived: new lines are not embedded in the background here (they stay
+        pending, durably, for a long-running vault or ``memvault reembed``; contract P37).
+        """
         settings = dict(settings_from_pairs(self.options))
         if "config" in settings:
             raise InvalidRequest(
@@ -47,12 +53,30 @@ class Context:
             )
         if scanner is not None:
             settings["scanner"] = scanner
+        settings["background_embedding"] = False
         return open_configured(load_config(self.config), self.provider, **settings)
 
 
 def fail(exc: MemvaultError) -> None:
     click.echo(f"error: {exc}", err=True)
     sys.exit(2 if isinstance(exc, InvalidRequest) else 1)
+
+
+@contextlib.contextmanager
+def skipped_unreadable() -> Iterator[list[SkippedUnreadable]]:
+    """Collect the :class:`~memvault.errors.SkippedUnreadable` warnings of the block, every one
+    (not once per place), for the command to name each skipped item; other warnings show as usual."""
+    skipped: list[SkippedUnreadable] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkippedUnreadable)
+        try:
+            yield skipped
+        finally:
+            for item in caught:
+                if isinstance(item.message, SkippedUnreadable):
+                    skipped.append(item.message)
+                else:
+                    warnings.showwarning(item.message, item.category, item.filename, item.lineno, item.file, item.line)
 
 
 def emit(as_json: bool, payload: Any, text: str) -> None:

@@ -22,7 +22,7 @@ import click
 from memvault.cli.common import Context, emit, fail, json_option, render_table
 from memvault.cli.quarantine import quarantine
 from memvault.cli.transfer import export, import_, inspect
-from memvault.contract.errors import MemvaultError
+from memvault.contract.errors import MemvaultError, NotSupported
 from memvault.contract.models import ForgetRequest, HealthStatus, ReadRequest, RecallRequest, RetainRequest, Tier
 from memvault.contract.versions import CONTRACT_VERSION
 from memvault.contract.wire import unstructure
@@ -143,11 +143,16 @@ def retain(obj: Context, /, content: str | None, as_json: bool, **fields: str) -
 @_partition_options
 @click.option("--tier", type=click.Choice(_TIERS), default=None, help="Only this tier (default: all readable).")
 @click.option("--limit", type=int, default=20, show_default=True, help="At most this many hits (1-20).")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each hit's score parts: its lexical score and its similarity in meaning (with an embedder).",
+)
 @click.argument("query")
 @json_option
 @click.pass_obj
-def recall(obj: Context, /, query: str, as_json: bool, **fields: Any) -> None:
-    """Search memory for lines matching QUERY."""
+def recall(obj: Context, /, query: str, as_json: bool, explain: bool, **fields: Any) -> None:
+    """Search memory for lines matching QUERY, by its words and, with an embedder, by its meaning."""
     try:
         request = RecallRequest(query=query, **fields)
         with obj.open() as vault:
@@ -155,11 +160,83 @@ def recall(obj: Context, /, query: str, as_json: bool, **fields: Any) -> None:
     except MemvaultError as exc:
         fail(exc)
         return
-    rows = [[f"{h.score:.3f}", f"{h.source}:{h.line}", h.snippet.replace("\n", " ")[:100]] for h in result.hits]
-    text = render_table(["SCORE", "SOURCE", "SNIPPET"], rows) if rows else "no matches"
+    rows: list[list[object]]
+    if explain:
+        rows = [
+            [f"{h.score:.3f}", _part(h.lexical), _part(h.similarity), f"{h.source}:{h.line}", _flat(h.snippet)]
+            for h in result.hits
+        ]
+        headers = ["SCORE", "LEXICAL", "MEANING", "SOURCE", "SNIPPET"]
+    else:
+        rows = [[f"{h.score:.3f}", f"{h.source}:{h.line}", _flat(h.snippet)] for h in result.hits]
+        headers = ["SCORE", "SOURCE", "SNIPPET"]
+    text = render_table(headers, rows) if rows else "no matches"
+    if explain and result.hits and all(h.lexical is None for h in result.hits):
+        text += "\n(by words only: no embedder, or the provider keeps no vectors)"
     if result.quarantined:
         text += "\nquarantined: " + ", ".join(result.quarantined)
     emit(as_json, unstructure(result), text)
+
+
+def _part(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _flat(snippet: str) -> str:
+    return snippet.replace("\n", " ")[:100]
+
+
+@cli.command()
+@click.option(
+    "--timeout", type=float, default=None, help="Stop after this many seconds; the rest stays pending (resumable)."
+)
+@json_option
+@click.pass_obj
+def reembed(obj: Context, timeout: float | None, as_json: bool) -> None:
+    """Embed every line still waiting for a vector of the configured embedder (recall by meaning).
+
+    New lines are embedded in the background by a long-running vault (memvault serve); this
+    command does it now, for a store written by short-lived commands or after the embedder's
+    model changed (then every line waits again). Resumable: what it stored stays stored,
+    and a second run starts with what is left. Exit 1 when lines are still pending at the end.
+    """
+    try:
+        with obj.open() as vault:
+            if vault.embedding is None:
+                raise NotSupported(
+                    f"provider {vault.name!r} does not recall by meaning here: it keeps no vectors, or no "
+                    "embedder is installed or configured (pip install memvault-embed-minilm; [embed] in "
+                    "memvault.toml)"
+                )
+            start = vault.embedding_backlog()
+            if as_json or not start:
+                report = vault.embed_pending(timeout=timeout)
+            else:
+                with click.progressbar(length=start, label="embedding", file=sys.stderr, show_eta=True) as bar:
+                    shown = [0]
+
+                    def advance(done: int, total: int) -> None:
+                        bar.update(min(done, start) - shown[0])
+                        shown[0] = min(done, start)
+
+                    report = vault.embed_pending(timeout=timeout, progress=advance)
+    except MemvaultError as exc:
+        fail(exc)
+        return
+    assert report is not None
+    rate = report.embedded / report.seconds if report.seconds > 0 else 0.0
+    payload = {
+        "provider": vault.name,
+        "model_id": report.model_id,
+        "embedded": report.embedded,
+        "pending": report.backlog,
+        "seconds": round(report.seconds, 3),
+    }
+    text = f"embedded {report.embedded} line(s) with {report.model_id} in {report.seconds:.1f} s ({rate:.0f}/s)"
+    text += f"; {report.backlog} still pending (run again to go on)" if report.backlog else "; none pending"
+    emit(as_json, payload, text)
+    if report.backlog:
+        sys.exit(1)
 
 
 @cli.command()
@@ -221,6 +298,8 @@ def health(obj: Context, as_json: bool) -> None:
     text = f"{name}: ok" if status.ok else f"{name}: NOT OK: {status.message}"
     if status.pending_erasures:
         text += f" ({status.pending_erasures} erasure(s) pending: text not yet scrubbed from the store's files)"
+    if status.embedding_backlog:
+        text += f" ({status.embedding_backlog} line(s) waiting to be embedded: found by their words meanwhile)"
     emit(as_json, {"provider": name, **unstructure(status)}, text)  # pending_erasures only when not 0
     if not status.ok:
         sys.exit(1)
