@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from memvault.cli.common import Context, fail, render_table
+from memvault.cli.common import Context, fail, render_table, skipped_unreadable
 from memvault.contract.errors import MemvaultError
 from memvault.contract.models import QuarantineRecord
 from memvault.contract.wire import unstructure
@@ -48,13 +48,25 @@ def quarantine() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (content included).")
 @click.pass_obj
 def list_(obj: Context, workspace_id: str, as_json: bool) -> None:
-    """List the quarantine copies of a workspace, oldest first."""
+    """List the quarantine copies of a workspace, oldest first.
+
+    A copy the provider cannot read (a file edited by hand) is named in a warning
+    line on stderr and the command exits 1; the others are listed all the same.
+    """
     try:
-        with obj.open() as vault:
+        with obj.open() as vault, skipped_unreadable() as skipped:
             records = quarantine_records(vault, workspace_id)
     except MemvaultError as exc:
         fail(exc)
         return
+    _print_records(workspace_id, records, as_json)
+    for item in skipped:
+        click.echo(f"warning: skipped {item.where}: {item}", err=True)
+    if skipped:
+        sys.exit(1)
+
+
+def _print_records(workspace_id: str, records: list[QuarantineRecord], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([unstructure(r) for r in records], indent=2, ensure_ascii=False))
         return

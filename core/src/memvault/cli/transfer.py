@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import click
 
-from memvault.cli.common import Context, fail, render_table
+from memvault.cli.common import Context, fail, render_table, skipped_unreadable
 from memvault.contract.errors import InvalidRequest, MemvaultError
 from memvault.contract.models import CAPS, DocumentInfo, ListDocumentsRequest, Tier
 from memvault.contract.wire import unstructure
@@ -112,19 +112,24 @@ def export(obj: Context, workspace_id: str, output: str | None, no_progress: boo
             supports_listing(vault)
             if workspace_id:
                 ListDocumentsRequest(workspace_id=workspace_id)  # validate before creating the file
-            with _bar("exporting", not no_progress) as bar, _output(output) as out:
+            with _bar("exporting", not no_progress) as bar, _output(output) as out, skipped_unreadable() as skipped:
                 summary = export_store(vault, out, workspace_id=workspace_id, on_total=bar.total, progress=bar.step)
     except MemvaultError as exc:
         fail(exc)
         return
     for what in summary.withheld:
         click.echo(f"warning: not exported (the provider withholds its text): {what}", err=True)
+    for item in skipped:
+        click.echo(f"warning: not exported: {item.where}: {item}", err=True)
     text = f"exported {summary.documents} document(s), {summary.bytes} bytes, {summary.quarantine} quarantine cop" + (
         "y" if summary.quarantine == 1 else "ies"
     )
     to = sys.stderr if output is None or output == "-" else sys.stdout
-    click.echo(json.dumps(unstructure(summary), indent=2) if as_json else text, file=to)
-    if summary.withheld:
+    payload = unstructure(summary)
+    if skipped:
+        payload["skipped"] = [item.where for item in skipped]
+    click.echo(json.dumps(payload, indent=2) if as_json else text, file=to)
+    if summary.withheld or skipped:
         sys.exit(1)
 
 
@@ -214,20 +219,35 @@ def _usage(doc: DocumentInfo) -> tuple[int | None, float | None]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_obj
 def inspect(obj: Context, workspace_id: str, agent_id: str, crew_id: str, tier: str | None, as_json: bool) -> None:
-    """List documents with their size, cap usage, data subjects and last change."""
+    """List documents with their size, cap usage, data subjects and last change.
+
+    What the provider could not read (a tag file edited by hand) is named in a
+    warning line on stderr (and under "skipped" with --json), and the command exits 1.
+    """
     try:
         request = ListDocumentsRequest(workspace_id=workspace_id, agent_id=agent_id, crew_id=crew_id, tier=tier)
-        with obj.open() as vault:
+        with obj.open() as vault, skipped_unreadable() as skipped:
             documents = vault.list_documents(request).documents
     except MemvaultError as exc:
         fail(exc)
         return
+    _print_documents(workspace_id, documents, as_json, [item.where for item in skipped])
+    for item in skipped:
+        click.echo(f"warning: skipped {item.where}: {item}", err=True)
+    if skipped:
+        sys.exit(1)
+
+
+def _print_documents(workspace_id: str, documents: list[DocumentInfo], as_json: bool, skipped: list[str]) -> None:
     if as_json:
         rows = []
         for doc in documents:
             cap, used = _usage(doc)
             rows.append({**unstructure(doc), "cap": cap, "cap_used": None if used is None else round(used, 4)})
-        click.echo(json.dumps({"documents": rows}, indent=2, ensure_ascii=False))
+        payload: dict[str, object] = {"documents": rows}
+        if skipped:
+            payload["skipped"] = skipped
+        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
         return
     if not documents:
         click.echo("no documents" + (f" in workspace {workspace_id}" if workspace_id else ""))

@@ -22,6 +22,7 @@ __all__ = [
     "PluginError",
     "ProviderNotFound",
     "ReplayConflict",
+    "SkippedUnreadable",
     "TurnCancelled",
     "TurnFailed",
     "Unauthorized",
@@ -147,6 +148,23 @@ class UpstreamTimeout(UpstreamError, TimeoutError):
 
 class Unauthorized(MemvaultError, PermissionError):
     """The credential is missing, expired, or not allowed to touch that workspace."""
+
+
+class SkippedUnreadable(UserWarning):
+    """A warning, not an error: a provider skipped one stored item it cannot read and went on with the rest.
+
+    Issued with :func:`warnings.warn` by a verb that returns many items (a workspace's
+    quarantine copies, a document's data subjects), where one file broken by hand must
+    not hide the others. ``where`` names the item (a path, a table row); the message says
+    what is wrong with it and how to repair it. Where skipping would lose memory (a
+    document's body for ``read`` or an export) the provider raises ``UpstreamError`` instead.
+    Catch it with :func:`warnings.catch_warnings` (``memvault quarantine list`` and
+    ``memvault export`` name every such item and exit 1).
+    """
+
+    def __init__(self, message: str, *, where: str) -> None:
+        super().__init__(message)
+        self.where = where
 
 
 # -- the lifecycle (contract L5-L14) ------------------------------------------

@@ -205,7 +205,7 @@ class DocumentIndex:
             return None
         data, opened = found
         try:
-            body = decode(data, partition, label)
+            body = decode(data, partition, label, self.root)
         except UpstreamError as exc:
             log.warning("recall skipped %s", exc)
             return None

@@ -9,6 +9,7 @@ drift apart.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 
 from memvault.contract.errors import UpstreamError
@@ -50,15 +51,17 @@ def describe(partition: Partition, label: str) -> str:
     return f"{label} of {partition.kind} {partition.owner_id!r} in workspace {partition.workspace_id!r}"
 
 
-def decode(data: bytes, partition: Partition, label: str) -> str:
+def decode(data: bytes, partition: Partition, label: str, root: Path | None = None) -> str:
     """A document's text.
 
-    :raises UpstreamError: when the file is not valid UTF-8, saying how to repair it.
+    :param root: the memory root, to name the file in the message.
+    :raises UpstreamError: when the file is not valid UTF-8, saying which file and how to repair it.
     """
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        where = "" if root is None else f" ({root.joinpath(*partition_parts(partition), *label.split('/'))})"
         raise UpstreamError(
-            f"{describe(partition, label)} is not valid UTF-8 on disk (byte {exc.start}); "
+            f"{describe(partition, label)}{where} is not valid UTF-8 on disk (byte {exc.start}); "
             "re-save the file as UTF-8, or replace it with a retain in mode 'replace'"
         ) from exc

@@ -24,6 +24,7 @@ import logging
 import os
 import stat
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -33,7 +34,7 @@ import attrs
 
 from memvault import check_stored
 from memvault import search as text
-from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError
+from memvault.contract.errors import InvalidRequest, MemvaultError, SkippedUnreadable, UpstreamError
 from memvault.contract.models import (
     Capability,
     DocumentInfo,
@@ -195,7 +196,7 @@ class LocalDiskProvider:
                         found = fs.read_file(handle, name)
                         old = found[0] if found else b""
                         current_size = len(old)
-                        stored = decode(old, ref.partition, label)  # refuse to extend a corrupt file
+                        stored = decode(old, ref.partition, label, self.root)  # refuse to extend a corrupt file
                 if request.mode == "append":
                     # The scanner checks the body this append extends, under the document's lock; a
                     # rejection (ContentRejected) leaves before the tag file or the document is touched.
@@ -225,7 +226,7 @@ class LocalDiskProvider:
             found = fs.read_file(handle, name) if handle is not None else None
         if found is None:
             return ReadResult(id=label, content="")
-        return ReadResult(id=label, content=decode(found[0], ref.partition, label))
+        return ReadResult(id=label, content=decode(found[0], ref.partition, label, self.root))
 
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
@@ -344,7 +345,7 @@ class LocalDiskProvider:
                         tier=tier,
                         label=label,
                         bytes=len(data),
-                        subjects=_subjects(handle, name),
+                        subjects=_subjects(self.root, handle, name),
                         digest=hashlib.sha256(data).hexdigest(),
                         updated_at=dt.datetime.fromtimestamp(opened.st_mtime, dt.timezone.utc),
                     )
@@ -509,6 +510,30 @@ def _folders(handle: fs.DirHandle | None) -> list[str]:
     return out
 
 
-def _subjects(handle: fs.DirHandle, name: str) -> tuple[str, ...]:
-    """The data subjects a document carries (P13): its ``.<name>.subject`` tag file, one subject a line."""
-    return tuple(sorted(_read_subjects(handle, name)))
+def _subjects(root: Path, handle: fs.DirHandle, name: str) -> tuple[str, ...]:
+    """The data subjects a document carries (P13): its ``.<name>.subject`` tag file, one subject a line.
+
+    A line that is no subject id (the file edited by hand) is skipped with a
+    :class:`~memvault.errors.SkippedUnreadable` warning naming the file: no erasure can name
+    such a line (subject ids are validated), so listing or exporting without it loses nothing
+    erasable, and the valid subjects of the file are kept.
+    """
+    subjects: list[str] = []
+    bad: list[str] = []
+    for line in sorted(_read_subjects(handle, name)):
+        try:
+            subjects.append(validate_identifier(line, "data_subject_id"))
+        except InvalidRequest:
+            bad.append(line)
+    if bad:
+        path = root / handle.relpath / _subject_name(name)
+        warnings.warn(
+            SkippedUnreadable(
+                f"tag file of {handle.relpath}/{name}: {len(bad)} line(s) are no data subject id "
+                f"({bad[0][:80]!r}{', ...' if len(bad) > 1 else ''}; edited by hand?): remove them from {path} "
+                "(one subject id per line); the document's other subjects are kept",
+                where=str(path),
+            ),
+            stacklevel=3,
+        )
+    return tuple(subjects)

@@ -31,6 +31,7 @@ import datetime as dt
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any, Final
 import attrs
 
 from memvault.contract import wire
-from memvault.contract.errors import InvalidRequest, UpstreamError
+from memvault.contract.errors import InvalidRequest, SkippedUnreadable, UpstreamError
 from memvault.contract.models import QuarantineRecord
 from memvault_local_disk import fs
 
@@ -239,13 +240,30 @@ class QuarantineFolder:
         fs.write_atomic(handle, name, data, mode=0o600)
 
     def list(self) -> list[QuarantineRecord]:
-        """Every copy of the workspace, oldest first."""
+        """Every copy of the workspace, oldest first.
+
+        A copy that is not a record (edited by hand) is skipped with a
+        :class:`~memvault.errors.SkippedUnreadable` warning naming its file: one broken
+        copy never hides the others (an erasure reads every copy its own way).
+        """
         records: list[QuarantineRecord] = []
         with self.handle(create=False) as handle:
             if handle is None:
                 return []
             for name in _copies(handle):
-                record = self._load(handle, name)
+                try:
+                    record = self._load(handle, name)
+                except UpstreamError as exc:
+                    path = self.root / self.workspace / QUARANTINE_DIR / name
+                    warnings.warn(
+                        SkippedUnreadable(
+                            f"{exc}; move {path} out of the quarantine folder (an erasure still reads it), "
+                            "or restore it from a backup",
+                            where=str(path),
+                        ),
+                        stacklevel=2,
+                    )
+                    continue
                 if record is not None:
                     records.append(record)
         records.sort(key=lambda r: r.created_at)
