@@ -1,0 +1,171 @@
+"""Recall by meaning end to end with the real model (contract P36-P40): the command line on a
+sqlite store (short-lived commands leave lines pending, `memvault reembed` embeds them), and a
+real `memvault serve` that embeds its callers' queries and new lines itself, reached through the
+http-remote client. Needs memvault-sqlite and memvault-http-remote (tox env embed-minilm)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memvault
+from memvault.registry import get_registry
+
+FACTS = [
+    ("The user is allergic to peanuts and carries an epinephrine pen.", "Which nut reaction should the cook know?"),
+    ("Drives a 2019 Subaru Outback, dark green.", "What vehicle does she own?"),
+    ("Plays cello in a community orchestra on Tuesdays.", "Which instrument does she practise weekly?"),
+    ("Keeps the spare house key under the blue flowerpot.", "Where is the extra door key hidden?"),
+]
+
+pytestmark = pytest.mark.skipif(
+    not {"sqlite", "http-remote"} <= set(get_registry().names()),
+    reason="needs memvault-sqlite and memvault-http-remote (tox env embed-minilm installs them)",
+)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("MEMVAULT_CONFIG", "MEMVAULT_PROVIDER", "MEMVAULT_EMBEDDER"):
+        env.pop(name, None)
+    return env
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from memvault.cli.main import main; main()", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        check=False,
+    )
+
+
+def test_p37_cli_commands_leave_lines_pending_and_reembed_embeds_them(tmp_path: Path) -> None:
+    store = ["--provider", "sqlite", "-o", f"path={tmp_path / 'm.db'}"]
+    for fact, _ in FACTS:
+        done = _cli(
+            tmp_path,
+            *store,
+            "retain",
+            "--workspace",
+            "w",
+            "--agent",
+            "a",
+            "--tier",
+            "pins",
+            "--mode",
+            "append",
+            f"{fact}\n",
+        )
+        assert done.returncode == 0, done.stderr
+    health = _cli(tmp_path, *store, "health", "--json")
+    assert json.loads(health.stdout)["embedding_backlog"] == len(FACTS)
+    before = _cli(tmp_path, *store, "recall", "--workspace", "w", "--agent", "a", "--json", FACTS[1][1])
+    assert all(hit["line"] != 2 for hit in json.loads(before.stdout)["hits"])
+    done = _cli(tmp_path, *store, "reembed", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["embedded"], summary["pending"]) == (len(FACTS), 0)
+    assert summary["model_id"].startswith("all-MiniLM-L6-v2")
+    again = _cli(tmp_path, *store, "reembed", "--json")
+    assert json.loads(again.stdout)["embedded"] == 0  # resumable: nothing is done twice
+    for line, (_, question) in enumerate(FACTS, start=1):
+        found = _cli(tmp_path, *store, "recall", "--workspace", "w", "--agent", "a", "--limit", "3", "--json", question)
+        hits = json.loads(found.stdout)["hits"]
+        assert line in [hit["line"] for hit in hits], (question, hits)
+        assert hits[0]["similarity"] > 0.2
+    explained = _cli(tmp_path, *store, "recall", "--workspace", "w", "--agent", "a", "--explain", FACTS[1][1])
+    assert "MEANING" in explained.stdout
+    assert "Subaru" in explained.stdout
+
+
+def test_p36_reembed_says_why_when_nothing_recalls_by_meaning(tmp_path: Path) -> None:
+    done = _cli(tmp_path, "--provider", "sqlite", "-o", f"path={tmp_path / 'm.db'}", "-o", "embedder=off", "reembed")
+    assert done.returncode == 1
+    assert "does not recall by meaning" in done.stderr
+
+
+class _Server:
+    def __init__(self, config: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from memvault.cli.main import main; main()", "--config", str(config), "serve"],
+            cwd=config.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x) for x in self.proc.stdout or []], daemon=True).start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            if "listening on " in line:
+                self.url = line.split("listening on ", 1)[1].split(" ", 1)[0]
+                return
+        self.proc.kill()
+        raise RuntimeError("memvault serve did not start: " + (self.proc.stderr.read() if self.proc.stderr else ""))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[_Server]:
+    from memvault_http_remote.settings import hash_token
+
+    config = tmp_path / "memvault.toml"
+    config.write_text(
+        'provider = "sqlite"\n'
+        f'[providers.sqlite]\npath = "{tmp_path / "served.db"}"\n'
+        "[server]\nport = 0\n"
+        f'[[server.tokens]]\nname = "t"\nsha256 = "{hash_token("meaning-token-0123456789")}"\nworkspaces = ["w"]\n',
+        encoding="utf-8",
+    )
+    server = _Server(config)
+    yield server
+    server.stop()
+
+
+def test_p36_the_service_embeds_new_lines_and_queries_itself(served: _Server) -> None:
+    with memvault.open("http-remote", url=served.url, token="meaning-token-0123456789") as client:
+        assert client.embedder is None  # the client sends text; the service embeds
+        client.retain(
+            memvault.RetainRequest(
+                workspace_id="w", agent_id="a", tier="pins", content="".join(f + "\n" for f, _ in FACTS), mode="append"
+            )
+        )
+        deadline = time.monotonic() + 60
+        found: list[memvault.RecallSnippet] = []
+        while time.monotonic() < deadline:  # the service's background worker embeds the new lines
+            found = client.recall(
+                memvault.RecallRequest(workspace_id="w", agent_id="a", query=FACTS[1][1], limit=3)
+            ).hits
+            if found and found[0].line == 2:
+                break
+            time.sleep(0.2)
+        assert found
+        assert found[0].line == 2
+        assert found[0].similarity is not None
+        assert client.health().embedding_backlog == 0
