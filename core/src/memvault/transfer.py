@@ -13,14 +13,19 @@ The shapes are :mod:`memvault.contract.wire`'s. The trailer makes a truncated fi
 error instead of a silent partial import; each document's ``digest`` and
 ``bytes`` make a damaged body an error naming its line.
 
-Import reads the file twice: the first pass checks every line and compares the
-file with the target store, and refuses (writing nothing) on a malformed or
-newer-version file or on a document the target holds with other content; the
-second pass writes. It writes through the public ``retain`` verb: a body with
-subjects ``s1..sn`` is stored with one ``replace`` per subject, which leaves
-the body unchanged and, by contract P13, tags the document with every subject.
-Documents and quarantine copies the target already holds are skipped, so a
-second run changes nothing.
+Import reads the file twice. The first pass checks every line as the write
+path would (identifiers, subjects, tier and label, the tier's cap, real UTF-8
+text, one line per document, each quarantine copy's sha256 against its
+content) and builds every request it will send, then compares the file with
+the target store; it refuses, having written nothing, on any line that fails
+or on a document the target holds with other content. The second pass writes.
+It writes through the public ``retain`` verb: a body with subjects ``s1..sn``
+is stored with one ``replace`` per subject, which leaves the body unchanged
+and, by contract P13, tags the document with every subject. Documents and
+quarantine copies the target already holds are skipped, so a second run
+changes nothing. ``--replace`` overwrites a document with the file's body
+before it forgets anything (and forgets only to drop subjects the file does
+not name), so a failed write never leaves the old document lost.
 
 May import: the facade and every layer below it.
 """
@@ -38,7 +43,7 @@ from typing import IO, Any, Final
 import attrs
 from attrs import field, frozen
 
-from memvault.contract.errors import InvalidRequest, MemvaultError, NotSupported
+from memvault.contract.errors import ContentRejected, InvalidRequest, MemvaultError, NotSupported
 from memvault.contract.models import (
     DocumentInfo,
     ForgetRequest,
@@ -50,12 +55,14 @@ from memvault.contract.models import (
     body_sha256,
     check_cap,
     parse_label,
+    validate_identifier,
 )
 from memvault.contract.wire import structure, unstructure
 from memvault.vault import GROUP_SIZE, Vault
 
 __all__ = [
     "FORMAT",
+    "MAX_LINE_CHARS",
     "VERSION",
     "ExportFileError",
     "ExportSummary",
@@ -69,6 +76,10 @@ __all__ = [
 
 FORMAT: Final = "memvault-export"
 VERSION: Final = 1
+#: The longest line an import reads (characters, newline included); a longer one is refused unread. The
+#: largest document a tier's cap allows is 30,000 bytes (daily), a few times that once escaped as JSON;
+#: only an uncapped ``lessons`` document (which import leaves out) could come near it.
+MAX_LINE_CHARS: Final = 16 * 1024 * 1024
 
 Progress = Callable[[int], None]
 
@@ -223,9 +234,14 @@ def export_store(
 # -- reading a file --------------------------------------------------------------------
 
 
-def _entries(path: Path) -> Iterator[tuple[int, object]]:
-    """Every line of an export file after the header, checked; the trailer last. Raises ExportFileError."""
-    name = str(path)
+def _entries(path: Path, name: str | None = None) -> Iterator[tuple[int, object]]:
+    """Every line of an export file after the header, checked; the trailer last. Raises ExportFileError.
+
+    Each document line is checked as the write path checks it (:func:`_check_document`), and a
+    document that two lines hold is refused naming both. ``name`` is how messages name the file
+    (default: its path).
+    """
+    name = str(path) if name is None else name
     try:
         handle = path.open("r", encoding="utf-8", newline="\n")
     except OSError as exc:
@@ -235,14 +251,23 @@ def _entries(path: Path) -> Iterator[tuple[int, object]]:
         header: ExportHeader | None = None
         end: ExportEnd | None = None
         counts = {"document": 0, "quarantine": 0}
+        seen: dict[_DocKey, int] = {}
         while True:
             try:
-                raw = handle.readline()
+                raw = handle.readline(MAX_LINE_CHARS + 1)
             except UnicodeDecodeError as exc:
                 raise ExportFileError(name, number + 1, f"not UTF-8 text ({exc.reason})") from None
             if not raw:
                 break
             number += 1
+            if len(raw) > MAX_LINE_CHARS and not raw.endswith("\n"):
+                raise ExportFileError(
+                    name,
+                    number,
+                    f"the line is longer than {MAX_LINE_CHARS:,} characters, longer than any document or "
+                    "quarantine copy memvault writes: the file is damaged or not an export (a lessons "
+                    "document that large is copied by hand)",
+                )
             if end is not None:
                 raise ExportFileError(name, number, "text after the end line: the file was damaged or concatenated")
             if not raw.endswith("\n"):
@@ -271,8 +296,19 @@ def _entries(path: Path) -> Iterator[tuple[int, object]]:
                 end = entry
             elif isinstance(entry, ExportedDocument):
                 _check_document(name, number, entry)
+                first = seen.setdefault(_key(entry.document), number)
+                if first != number:
+                    raise ExportFileError(
+                        name,
+                        number,
+                        f"{_where(entry.document)} is on line {first} too: an export holds each document once, "
+                        "so the file was edited or concatenated; keep the line you want and remove the other "
+                        "(and correct the end line's count)",
+                    )
                 counts["document"] += 1
             else:
+                assert isinstance(entry, ExportedQuarantine)
+                _check_quarantine(name, number, entry.record)
                 counts["quarantine"] += 1
             yield number, entry
         if header is None:
@@ -313,6 +349,11 @@ def _header(name: str, number: int, kind: object, data: dict[str, Any]) -> Expor
 
 
 def _check_document(name: str, number: int, entry: ExportedDocument) -> None:
+    """Check a document line as the write path would: every request that stores it is built here.
+
+    :raises ExportFileError: for a bad address, owner, subject, tier, body or size and digest.
+    :raises CapExceeded: for a body over its tier's cap, naming the document and the line.
+    """
     info = entry.document
     try:
         _read_request(info)  # the label, tier and owner must address a real document
@@ -321,12 +362,52 @@ def _check_document(name: str, number: int, entry: ExportedDocument) -> None:
         raise ExportFileError(name, number, str(exc)) from None
     if tier is not info.tier:
         raise ExportFileError(name, number, f"label {info.label!r} does not belong to tier {info.tier.value}")
+    # The target lists a document under its one owner: a line naming both would not be found there.
+    other, owner = ("agent_id", "crew") if tier is Tier.CREW else ("crew_id", "agent")
+    if getattr(info, other):
+        raise ExportFileError(
+            name,
+            number,
+            f"{info.label} of tier {tier.value} has {other} {getattr(info, other)[:140]!r}: a {tier.value} "
+            f"document belongs to its {owner} alone, so {other} must be empty",
+        )
+    for subject in info.subjects:
+        try:
+            validate_identifier(subject, "data subject")
+        except InvalidRequest as exc:
+            raise ExportFileError(name, number, f"{_where(info)}: {exc}") from None
     if not entry.body:
         raise ExportFileError(name, number, "the document's body is empty")
-    size = len(entry.body.encode("utf-8"))
+    try:
+        size = len(entry.body.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ExportFileError(
+            name,
+            number,
+            f"the body of {info.label} holds a lone surrogate (a \\ud800-\\udfff escape alone), which is not "
+            "UTF-8 text and cannot be stored: the file was damaged or hand-edited",
+        ) from None
     if size != info.bytes or _digest(entry.body) != info.digest:
         raise ExportFileError(
             name, number, f"the body of {info.label} does not match its recorded size and digest: the file is damaged"
+        )
+    if tier is not Tier.LESSONS:  # import leaves lessons out (P8): nothing is written for them
+        with _naming(info, number):
+            check_cap(tier, current=0, projected=size)  # every write is a replace: the body is the final body
+        try:
+            _requests(info, entry.body, info.subjects)
+        except InvalidRequest as exc:
+            raise ExportFileError(name, number, f"{_where(info)}: {exc}") from None
+
+
+def _check_quarantine(name: str, number: int, record: QuarantineRecord) -> None:
+    """A quarantine copy's ``sha256`` is its content's: the key it is found, listed and erased by."""
+    if _digest(record.content) != record.sha256:
+        raise ExportFileError(
+            name,
+            number,
+            f"the quarantine copy {record.sha256[:16]} of {record.label} does not match its content's sha256: "
+            "the file is damaged or was edited",
         )
 
 
@@ -390,14 +471,19 @@ class _Target:
 
 @frozen(kw_only=True)
 class _Step:
-    action: str  # "write", "replace", "tag", "skip", "refuse"
-    digest: str
+    action: str  # "write", "replace", "tag", "skip", "refuse", "conflict"
+    info: DocumentInfo  # the document line as the first pass read it
     subjects: tuple[str, ...]  # the subjects to write, in order
+    #: ``replace`` only: the target's document carries subjects the file does not name (or the target
+    #: cannot say), so after the file's body overwrites it, it is forgotten and written again.
+    forget: bool = False
 
 
 def _plan(target: _Target, entry: ExportedDocument, replace: bool) -> _Step:
+    """What the import does for one (checked) document line, given what the target holds."""
     info = entry.document
     have = target.document(info)
+    forget = False
     if have is None:
         action, subjects = "write", info.subjects
     elif have[0] == info.digest:
@@ -406,11 +492,10 @@ def _plan(target: _Target, entry: ExportedDocument, replace: bool) -> _Step:
         action = "tag" if subjects else "skip"
     else:
         action, subjects = ("replace" if replace else "conflict"), info.subjects
+        forget = have[1] is None or not have[1] <= set(info.subjects)
     if info.tier is Tier.LESSONS and action not in ("skip", "conflict"):
         action = "refuse"  # P8: no verb writes lessons; the operator copies them
-    elif action in ("write", "replace", "tag"):
-        check_cap(info.tier, current=0, projected=info.bytes)  # refuse before anything is written
-    return _Step(action=action, digest=info.digest, subjects=subjects)
+    return _Step(action=action, info=info, subjects=subjects, forget=forget and action == "replace")
 
 
 def _request(info: DocumentInfo, body: str, subject: str) -> RetainRequest:
@@ -428,6 +513,11 @@ def _request(info: DocumentInfo, body: str, subject: str) -> RetainRequest:
     )
 
 
+def _requests(info: DocumentInfo, body: str, subjects: tuple[str, ...]) -> list[RetainRequest]:
+    """The retains that store ``body`` tagged with each of ``subjects`` (one untagged retain for none)."""
+    return [_request(info, body, subject) for subject in subjects or ("",)]
+
+
 def _forget(vault: Vault, info: DocumentInfo) -> None:
     """Forget the target's copy of a document ``--replace`` overwrites, so it carries only the file's subjects."""
     vault.forget(
@@ -443,25 +533,36 @@ def import_store(
     jobs: int = 4,
     on_total: Progress | None = None,
     progress: Progress | None = None,
+    name: str | None = None,
 ) -> ImportSummary:
     """Import an export file into ``vault``; running it again changes nothing.
 
-    Open the vault with ``scanner="off"`` to store bodies exactly as exported
-    (the target's scanner still quarantines them on read-back, P29).
+    Every line is checked, and every request built, before the first write: a file
+    the import refuses leaves the target as it was. Open the vault with
+    ``scanner="off"`` to store bodies exactly as exported (the target's scanner still
+    quarantines them on read-back, P29). With a scanner, a document it rejects is
+    not written (a ``--replace`` keeps the target's document) and is listed in
+    ``not_imported``; the import goes on with the others.
 
-    :param replace: overwrite documents the target holds with other content
-        (each is forgotten first, so it carries only the file's subjects).
+    :param replace: overwrite documents the target holds with other content. Each is
+        overwritten with the file's body first; one that carries subjects the file
+        does not name is then forgotten and written again, so it carries only the
+        file's subjects.
     :param jobs: how many documents are written at once (their order does not matter). A provider
         with a write group (``vault.writes_in_groups``: sqlite) takes the documents' retains in
         lists of up to ``GROUP_SIZE`` instead (:meth:`Vault.retain_many`, one transaction each),
         one list at a time, and ``jobs`` does not apply.
-    :raises ExportFileError: for a malformed, damaged, truncated or newer file, before writing anything.
+    :param name: how error messages name the file (default: ``path``; ``"<stdin>"`` for a spooled pipe).
+    :raises ExportFileError: for a malformed, damaged, truncated or newer file, a line the write
+        path would refuse (a bad identifier or subject, a lone surrogate) or a document two lines
+        hold, before writing anything.
+    :raises CapExceeded: for a document over its tier's cap, before writing anything.
     :raises ImportConflict: for documents the target holds with other content, before writing anything.
     """
     target = _Target(vault)
     plan: dict[int, _Step] = {}
     conflicts: list[str] = []
-    for number, entry in _entries(path):
+    for number, entry in _entries(path, name):
         if isinstance(entry, ExportedDocument):
             with _naming(entry.document, number):
                 step = plan[number] = _plan(target, entry, replace)
@@ -474,6 +575,7 @@ def import_store(
     counts = {"written": 0, "tagged": 0, "unchanged": 0}
     kept = same = 0
     refused: list[str] = []
+    rejected: dict[int, str] = {}  # line -> why the target's scanner rejected its document
     pending: set[Future[str]] = set()
 
     def settle(block_until: int) -> None:
@@ -488,7 +590,9 @@ def import_store(
                         other.cancel()
                     wait(pending)
                     raise error
-                counts[future.result()] += 1
+                outcome = future.result()
+                if outcome in counts:
+                    counts[outcome] += 1
                 if progress is not None:
                     progress(1)
 
@@ -496,9 +600,9 @@ def import_store(
     # write's fsync (local-disk) or commit latency. A document's own writes stay in order.
     # A provider with a write group (sqlite) commits many retains in one transaction
     # instead: one list of up to GROUP_SIZE retains at a time, no threads.
-    grouped = _Grouped(vault, counts, progress) if vault.writes_in_groups else None
+    grouped = _Grouped(vault, counts, rejected, progress) if vault.writes_in_groups else None
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="memvault-import") as pool:
-        for number, entry in _entries(path):
+        for number, entry in _entries(path, name):
             if isinstance(entry, ExportedQuarantine):
                 record = entry.record
                 if not target.quarantines:
@@ -514,10 +618,12 @@ def import_store(
             if not isinstance(entry, ExportedDocument):
                 continue
             planned = plan.get(number)
-            if planned is None or planned.digest != entry.document.digest:
+            if planned is None or planned.info != entry.document:
                 settle(0)
+                if grouped is not None:
+                    grouped.flush()
                 raise ExportFileError(
-                    str(path), number, "the file changed while it was being imported: import it again"
+                    name or str(path), number, "the file changed while it was being imported: import it again"
                 )
             if planned.action == "refuse":
                 refused.append(f"{_where(entry.document)} (lessons are read-only through retain: copy them by hand)")
@@ -525,11 +631,12 @@ def import_store(
             if grouped is not None:
                 grouped.add(number, entry, planned)
             else:
-                pending.add(pool.submit(_write, vault, number, entry, planned))
+                pending.add(pool.submit(_write, vault, number, entry, planned, rejected))
                 settle(max(1, jobs) * 4)
         if grouped is not None:
             grouped.flush()
         settle(0)
+    refused += [rejected[number] for number in sorted(rejected)]
     return ImportSummary(
         written=counts["written"],
         tagged=counts["tagged"],
@@ -540,16 +647,36 @@ def import_store(
     )
 
 
-def _write(vault: Vault, number: int, entry: ExportedDocument, step: _Step) -> str:
-    """Carry out one document's planned step; returns what it counts as."""
+def _rejection(info: DocumentInfo, number: int, exc: ContentRejected) -> str:
+    """How ``not_imported`` lists a document the target's scanner rejected."""
+    copy = "a quarantine copy was kept" if exc.kept else "no quarantine copy was kept"
+    return (
+        f"{_where(info)} (line {number}: the target's scanner rejected it as {exc.category}, sha256 "
+        f"{exc.sha256[:16]}; {copy}; the target's document, if any, is unchanged)"
+    )
+
+
+def _write(vault: Vault, number: int, entry: ExportedDocument, step: _Step, rejected: dict[int, str]) -> str:
+    """Carry out one document's planned step; returns what it counts as ("rejected": not written).
+
+    A ``replace`` first overwrites the target's document with the file's body, and only then
+    forgets it (when it must drop subjects): a write that fails or is rejected leaves the old
+    document as it was, never a forgotten one.
+    """
     info = entry.document
     if step.action == "skip":
         return "unchanged"
+    requests = _requests(info, entry.body, step.subjects)
     with _naming(info, number):
-        if step.action == "replace":
-            _forget(vault, info)
-        for subject in step.subjects or ("",):
-            vault.retain(_request(info, entry.body, subject))
+        try:
+            if step.forget:
+                vault.retain(requests[0])
+                _forget(vault, info)
+            for request in requests:
+                vault.retain(request)
+        except ContentRejected as exc:
+            rejected[number] = _rejection(info, number, exc)
+            return "rejected"
     return "tagged" if step.action == "tag" else "written"
 
 
@@ -557,14 +684,18 @@ class _Grouped:
     """Writes planned documents through :meth:`Vault.retain_many`, up to ``GROUP_SIZE`` retains per call.
 
     A document's retains (one per subject) go in one call unless it has more subjects than a
-    call holds; the first failed retain, in file order, stops the import with its document named.
-    A ``replace`` forgets the target's copy first, outside any group (the calls before it are
-    sent first, so the writes keep the file's order).
+    call holds; the first failed retain, in file order, stops the import with its document named,
+    and a document the target's scanner rejects is noted in ``rejected`` instead. A ``replace``
+    that must forget (to drop subjects the file does not name) is written outside any group, as
+    :func:`_write` writes it (the calls before it are sent first, so the writes keep the file's order).
     """
 
-    def __init__(self, vault: Vault, counts: dict[str, int], progress: Progress | None) -> None:
+    def __init__(
+        self, vault: Vault, counts: dict[str, int], rejected: dict[int, str], progress: Progress | None
+    ) -> None:
         self.vault = vault
         self.counts = counts
+        self.rejected = rejected
         self.progress = progress
         self.requests: list[RetainRequest] = []
         self.documents: list[tuple[int, DocumentInfo, str, int]] = []  # line, document, action, its retains
@@ -574,15 +705,15 @@ class _Grouped:
         if step.action == "skip":
             self._count("unchanged")
             return
-        subjects = step.subjects or ("",)
-        if self.requests and (step.action == "replace" or len(self.requests) + len(subjects) > GROUP_SIZE):
+        if step.forget:
             self.flush()
-        with _naming(info, number):
-            if step.action == "replace":
-                _forget(self.vault, info)
-            requests = [_request(info, entry.body, subject) for subject in subjects]
+            self._count(_write(self.vault, number, entry, step, self.rejected))
+            return
+        requests = _requests(info, entry.body, step.subjects)
+        if self.requests and len(self.requests) + len(requests) > GROUP_SIZE:
+            self.flush()
         self.requests.extend(requests)
-        self.documents.append((number, info, step.action, len(subjects)))
+        self.documents.append((number, info, step.action, len(requests)))
         if len(self.requests) >= GROUP_SIZE:
             self.flush()
 
@@ -593,17 +724,24 @@ class _Grouped:
         outcomes = self.vault.retain_many(self.requests)
         at = 0
         for number, info, action, how_many in self.documents:
-            for outcome in outcomes[at : at + how_many]:
-                if isinstance(outcome, MemvaultError):
+            mine = outcomes[at : at + how_many]
+            at += how_many
+            for outcome in mine:
+                if isinstance(outcome, MemvaultError) and not isinstance(outcome, ContentRejected):
                     with _naming(info, number):
                         raise outcome
-            at += how_many
-            self._count("tagged" if action == "tag" else "written")
+            refusal = next((o for o in mine if isinstance(o, ContentRejected)), None)
+            if refusal is not None:
+                self.rejected[number] = _rejection(info, number, refusal)
+                self._count("rejected")
+            else:
+                self._count("tagged" if action == "tag" else "written")
         self.requests.clear()
         self.documents.clear()
 
     def _count(self, outcome: str) -> None:
-        self.counts[outcome] += 1
+        if outcome in self.counts:
+            self.counts[outcome] += 1
         if self.progress is not None:
             self.progress(1)
 
@@ -645,15 +783,17 @@ class Mismatch:
     problem: str
 
 
-def verify_import(vault: Vault, path: Path, *, progress: Progress | None = None) -> list[Mismatch]:
+def verify_import(
+    vault: Vault, path: Path, *, progress: Progress | None = None, name: str | None = None
+) -> list[Mismatch]:
     """Compare every document of the file byte for byte with the target (and its subjects, when listable).
 
     Lessons documents are compared too: an import leaves them out, so they
-    match only once the operator copied them.
+    match only once the operator copied them. ``name`` is how errors name the file.
     """
     target = _Target(vault)
     problems: list[Mismatch] = []
-    for number, entry in _entries(path):
+    for number, entry in _entries(path, name):
         if isinstance(entry, ExportedDocument):
             info = entry.document
             result = vault.read(_read_request(info))
@@ -680,9 +820,9 @@ def verify_import(vault: Vault, path: Path, *, progress: Progress | None = None)
     return problems
 
 
-def count_documents(path: Path) -> int:
-    """The number of document lines of a valid export file (checks the whole file)."""
-    return sum(1 for _number, entry in _entries(path) if isinstance(entry, ExportedDocument))
+def count_documents(path: Path, *, name: str | None = None) -> int:
+    """The number of document lines of a valid export file (checks the whole file; ``name`` as for import)."""
+    return sum(1 for _number, entry in _entries(path, name) if isinstance(entry, ExportedDocument))
 
 
 def supports_listing(vault: Vault) -> None:

@@ -8,6 +8,7 @@ arrive unchanged; a second import changes nothing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -15,9 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 import memvault
+from memvault.transfer import ExportFileError, import_store
 from memvault_postgres.testing import TemporaryCluster
 
 pytest.importorskip("memvault_sqlite")
@@ -118,3 +122,74 @@ def test_a_store_moves_through_postgres_and_back_unchanged(
     assert tagged["subjects"] == ["s1", "s2"]
     assert "imported 0 document(s), re-tagged 0, 7 already present" in again, again
     assert "0 kept, 1 already present" in again, again
+
+
+# -- a refused import leaves every row as it was (issue 33) ---------------------------------------------------
+
+
+def _rows(cluster: TemporaryCluster, schema_name: str) -> dict[str, str]:
+    """Every table of the store's schema: the md5 of all its rows, as text, in order."""
+    with psycopg.connect(cluster.dsn()) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1", (schema_name,)
+            ).fetchall()
+        ]
+        assert tables
+        return {
+            table: str(
+                conn.execute(
+                    sql.SQL("SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM {}.{} t").format(
+                        sql.Identifier(schema_name), sql.Identifier(table)
+                    )
+                ).fetchone()
+            )
+            for table in tables
+        }
+
+
+def _line(body: str, *, agent_id: str, subjects: list[str], tier: str = "daily") -> str:
+    raw = body.encode("utf-8", "surrogatepass")
+    document = {
+        "workspace_id": "w",
+        "agent_id": agent_id,
+        "tier": tier,
+        "label": "daily/2026-01-01.md" if tier == "daily" else "AGENT.md",
+        "bytes": len(raw),
+        "subjects": subjects,
+        "digest": hashlib.sha256(raw).hexdigest(),
+    }
+    return json.dumps({"kind": "document", "document": document, "body": body}) + "\n"
+
+
+_GOOD = [_line(f"agent {i} hiked\n", agent_id=f"g{i}", subjects=[]) for i in range(100)]
+_REFUSED = {
+    "replace with an invalid subject": [_line("New.\n", agent_id="a1", subjects=["Bad Subject"], tier="AGENT")],
+    "an invalid subject on line 102": [*_GOOD, _line("x\n", agent_id="z", subjects=["Bad Subject"])],
+    "a document on two lines": [*_GOOD, _line("again\n", agent_id="g3", subjects=[])],
+    "a lone surrogate in a body": [*_GOOD, _line("half \ud800 a pair\n", agent_id="z", subjects=[])],
+}
+
+
+@pytest.mark.parametrize("case", list(_REFUSED))
+def test_a_refused_import_leaves_every_row_as_it_was(
+    tmp_path: Path, cluster: TemporaryCluster, schema_name: str, case: str
+) -> None:
+    lines = _REFUSED[case]
+    header = {"kind": "header", "format": "memvault-export", "version": 1, "created_at": "2026-01-01T00:00:00+00:00"}
+    exported = tmp_path / "bad.jsonl"
+    end = {"kind": "end", "documents": len(lines), "quarantine": 0}
+    exported.write_text(json.dumps(header) + "\n" + "".join(lines) + json.dumps(end) + "\n", encoding="utf-8")
+    with memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off") as vault:
+        vault.retain(
+            memvault.RetainRequest(
+                workspace_id="w", agent_id="a1", tier="AGENT", content="Original precious text.\n", mode="replace"
+            )
+        )
+        before = _rows(cluster, schema_name)
+        with pytest.raises(ExportFileError, match=rf"line {len(lines) + 1}: "):
+            import_store(vault, exported, replace=True)
+        assert _rows(cluster, schema_name) == before
+        read = vault.read(memvault.ReadRequest(workspace_id="w", agent_id="a1", tier="AGENT"))
+        assert read.content == "Original precious text.\n"

@@ -150,22 +150,25 @@ def export(obj: Context, workspace_id: str, output: str | None, no_progress: boo
 def import_(obj: Context, file: str, verify: bool, replace: bool, jobs: int, no_progress: bool, as_json: bool) -> None:
     """Read an export FILE ('-' for standard input) into the configured provider.
 
-    Running it twice changes nothing. A malformed, truncated or newer-version
-    file, or a document the target holds with other content (without
-    --replace), stops the import before anything is written.
+    Running it twice changes nothing. Every line is checked as a write would
+    check it before anything is written: a malformed, truncated or
+    newer-version file, a line a write would refuse (a bad id or subject, a
+    body over its cap, a document on two lines), or a document the target
+    holds with other content (without --replace) stops the import and leaves
+    the target as it was. --replace overwrites before it forgets anything.
     """
-    with _spooled(file) as path:
+    with _spooled(file) as (path, name):
         try:
             with obj.open(scanner="off") as vault:
                 with _bar("importing", not no_progress) as bar:
                     summary = import_store(
-                        vault, path, replace=replace, jobs=jobs, on_total=bar.total, progress=bar.step
+                        vault, path, replace=replace, jobs=jobs, on_total=bar.total, progress=bar.step, name=name
                     )
                 problems = []
                 if verify:
                     with _bar("verifying", not no_progress) as bar:
-                        bar.total(count_documents(path))
-                        problems = verify_import(vault, path, progress=bar.step)
+                        bar.total(count_documents(path, name=name))
+                        problems = verify_import(vault, path, progress=bar.step, name=name)
         except MemvaultError as exc:
             fail(exc)
             return
@@ -190,16 +193,17 @@ def import_(obj: Context, file: str, verify: bool, replace: bool, jobs: int, no_
 
 
 @contextlib.contextmanager
-def _spooled(file: str) -> Iterator[Path]:
-    """A path to read twice: ``file`` itself, or standard input copied to a temporary file."""
+def _spooled(file: str) -> Iterator[tuple[Path, str]]:
+    """A path to read twice and how messages name it: ``file`` itself, or standard input
+    copied to a temporary file and named ``<stdin>``."""
     if file != "-":
-        yield Path(file)
+        yield Path(file), file
         return
     with tempfile.TemporaryDirectory(prefix="memvault-import-") as tmp:
         path = Path(tmp) / "stdin.jsonl"
         with path.open("wb") as handle:
             shutil.copyfileobj(sys.stdin.buffer, handle)
-        yield path
+        yield path, "<stdin>"
 
 
 def _owner(doc: DocumentInfo) -> str:
