@@ -15,13 +15,14 @@ import functools
 import logging
 import math
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 from memvault import current_stored_check
 from memvault import search as text
 from memvault.contract import wire
+from memvault.contract.embedding import PendingLine, QueryVector, line_digest, vectors_from_bytes
 from memvault.contract.errors import InvalidRequest, UpstreamError
 from memvault.contract.models import (
     Capability,
@@ -35,6 +36,7 @@ from memvault.contract.models import (
     ReadResult,
     RecallRequest,
     RecallResult,
+    RecallSnippet,
     RetainRequest,
     RetainResult,
     check_cap,
@@ -53,7 +55,17 @@ __all__ = ["MEMORY", "SqliteProvider"]
 log = logging.getLogger("memvault_sqlite")
 
 _OUR_TABLES: Final = frozenset(
-    {"partitions", "documents", "lines", "quarantine", "probe", "document_subjects", "pending_erasures"}
+    {
+        "partitions",
+        "documents",
+        "lines",
+        "quarantine",
+        "probe",
+        "document_subjects",
+        "pending_erasures",
+        "tier_stats",
+        "line_vectors",
+    }
 )
 
 
@@ -84,6 +96,7 @@ class SqliteProvider:
             Capability.QUARANTINE,
             Capability.LIST_DOCUMENTS,
             Capability.CHECKS_STORED,
+            Capability.VECTORS,
         }
     )
 
@@ -304,9 +317,12 @@ class SqliteProvider:
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
         terms = index_terms(query)
-        if not terms:
+        vector = request.vector
+        if not terms and vector is None:
             return RecallResult(hits=[])
-        match = fts_query(terms)
+        match = fts_query(terms) if terms else ""
+        # Fused with the lines closest in meaning (P36): the lexical ranking FUSION_DEPTH deep.
+        depth = text.FUSION_DEPTH if vector is not None else request.limit
 
         def search() -> RecallResult:
             conn = self.db.conn()
@@ -334,7 +350,7 @@ class SqliteProvider:
                     searched.append((int(found[0]), tier_values))
                 df: list[int] | None = None
                 budget = CANDIDATE_BUDGET
-                for pid, tier_values in searched:
+                for pid, tier_values in searched if terms else ():
                     rows.extend(_candidates(conn, pid, tier_values, match, None, probe=budget + 1 - len(rows)))
                 if len(rows) > budget:
                     # Many lines share a term (common words, a long history): count each term's lines,
@@ -357,7 +373,7 @@ class SqliteProvider:
                         rows.extend(_candidates(conn, pid, tier_values, chosen, None if fits else budget))
                     if not fits:
                         rows = sorted(rows, key=lambda row: (row[5], row[0]))[:budget]
-                    elif len(rows) < request.limit:
+                    elif len(rows) < depth:
                         # Fewer lines than asked for (a rare term and no line holding them all): the
                         # wider query's shortest other lines fill the budget.
                         have = {row[0] for row in rows}
@@ -383,13 +399,99 @@ class SqliteProvider:
                     return found
 
                 hits = rank_candidates(
-                    query, rows, line_count=line_count, term_count=term_count, limit=request.limit, texts=texts, df=df
+                    query, rows, line_count=line_count, term_count=term_count, limit=depth, texts=texts, df=df
                 )
+                if vector is not None:
+                    hits = _fused(conn, query, vector, searched, hits, texts, request.limit)
             finally:
                 conn.execute("COMMIT")
             return RecallResult(hits=hits)
 
         return self.db.retry(search, "recall")
+
+    # -- vectors (P37) ---------------------------------------------------------
+
+    @hookimpl
+    @translated("vectors")
+    def memvault_vectors_pending(self, model_id: str, limit: int) -> list[PendingLine]:
+        def pending() -> list[PendingLine]:
+            conn = self.db.conn()
+            conn.execute("BEGIN")  # one snapshot for both look-ups
+            try:
+                # Lines without any vector (the partial index holds only those), then lines whose
+                # vector is of another model (two ranges of the model index: no scan either way).
+                rows = conn.execute(
+                    "SELECT id, text FROM lines WHERE needs_vector = 1 ORDER BY id LIMIT ?", (limit,)
+                ).fetchall()
+                for clause in ("model < ?", "model > ?"):
+                    if len(rows) < limit:
+                        rows += conn.execute(
+                            "SELECT l.id, l.text FROM line_vectors AS v JOIN lines AS l ON l.id = v.line_id"
+                            f" WHERE v.{clause} LIMIT ?",
+                            (model_id, limit - len(rows)),
+                        ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return [PendingLine(key=f"{line_id}:{line_digest(line)}", text=line) for line_id, line in rows]
+
+        return self.db.retry(pending, "vectors")
+
+    @hookimpl
+    @translated("vectors")
+    def memvault_vectors_store(self, model_id: str, vectors: list[tuple[str, bytes]]) -> int:
+        wanted: dict[int, tuple[str, bytes]] = {}
+        for key, blob in vectors:
+            line_id, _, digest = str(key).partition(":")
+            if line_id.isdigit() and digest and isinstance(blob, (bytes, bytearray, memoryview)) and len(blob):
+                wanted[int(line_id)] = (digest, bytes(blob))
+
+        def store(conn: sqlite3.Connection) -> int:
+            stored = 0
+            ids = list(wanted)
+            for chunk in range(0, len(ids), 500):
+                part = ids[chunk : chunk + 500]
+                found = conn.execute(
+                    f"SELECT id, text FROM lines WHERE id IN ({', '.join('?' * len(part))})", part
+                ).fetchall()
+                # A line that changed was deleted and indexed again under a new id; the digest checks the
+                # text too: a key whose line changed or went since stores nothing (P37).
+                rows = [
+                    (line_id, model_id, wanted[line_id][0], wanted[line_id][1])
+                    for line_id, line in found
+                    if line_digest(line) == wanted[line_id][0]
+                ]
+                # One vector per line: a vector of another model is replaced.
+                conn.executemany(
+                    "INSERT INTO line_vectors (line_id, model, digest, vector) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (line_id) DO UPDATE SET model = excluded.model, digest = excluded.digest,"
+                    " vector = excluded.vector",
+                    rows,
+                )
+                conn.executemany("UPDATE lines SET needs_vector = 0 WHERE id = ?", [(r[0],) for r in rows])
+                stored += len(rows)
+            return stored
+
+        if not wanted:
+            return 0
+        return self.db.commit(store, "vectors")
+
+    @hookimpl
+    @translated("vectors")
+    def memvault_vectors_backlog(self, model_id: str) -> int:
+        def backlog() -> int:
+            row = (
+                self.db.conn()
+                .execute(
+                    "SELECT (SELECT count(*) FROM lines WHERE needs_vector = 1)"
+                    " + (SELECT count(*) FROM line_vectors WHERE model < ?)"
+                    " + (SELECT count(*) FROM line_vectors WHERE model > ?)",
+                    (model_id, model_id),
+                )
+                .fetchone()
+            )
+            return int(row[0])
+
+        return self.db.retry(backlog, "vectors")
 
     @hookimpl
     @translated("read")
@@ -652,6 +754,46 @@ def _candidates(
         + (" LIMIT ?" if limit is None else " ORDER BY l.length, l.id LIMIT ?"),
         (match, low, low + (1 << schema.LINE_BITS) - 1, *tiers, probe if limit is None else limit),
     ).fetchall()
+
+
+def _fused(
+    conn: sqlite3.Connection,
+    query: text.Query,
+    vector: QueryVector,
+    searched: Sequence[tuple[int, tuple[str, ...]]],
+    lexical: list[RecallSnippet],
+    texts: Callable[[Sequence[int]], dict[int, tuple[str, str]]],
+    limit: int,
+) -> list[RecallSnippet]:
+    """``lexical`` fused with the searched lines' closeness in meaning to ``vector`` (P36).
+
+    The vectors are read partition by partition, scoped like the lexical candidates inside
+    the statement (the partition's rowid range, its tiers) and of the query's model only (P38).
+    """
+    refs: list[text.LineRef] = []
+    ids: dict[text.LineRef, int] = {}
+    blobs: list[bytes] = []
+    size = 2 * vector.dimensions
+    for pid, tier_values in searched:
+        low = pid << schema.LINE_BITS
+        marks = ", ".join("?" * len(tier_values))
+        for line_id, label, line_no, blob in conn.execute(
+            "SELECT v.line_id, d.label, l.line_no, v.vector FROM line_vectors AS v"
+            " JOIN lines AS l ON l.id = v.line_id JOIN documents AS d ON d.id = l.document_id"
+            f" WHERE v.line_id BETWEEN ? AND ? AND v.model = ? AND length(v.vector) = ? AND d.tier IN ({marks})",
+            (low, low + (1 << schema.LINE_BITS) - 1, vector.model_id, size, *tier_values),
+        ):
+            ref = (str(label), int(line_no))
+            refs.append(ref)
+            ids[ref] = int(line_id)
+            blobs.append(blob)
+    similar = text.similarities(vector, refs, vectors_from_bytes(blobs, vector.dimensions), lexical)
+
+    def line_texts(wanted: Sequence[text.LineRef]) -> dict[text.LineRef, tuple[str, str]]:
+        found = texts([ids[ref] for ref in wanted])
+        return {ref: found[ids[ref]] for ref in wanted if ids[ref] in found}
+
+    return text.fuse(query, lexical, similar, line_texts, limit)
 
 
 def _any_pending(conn: sqlite3.Connection) -> bool:

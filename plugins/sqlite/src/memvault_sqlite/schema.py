@@ -22,6 +22,13 @@ Version history:
   (the sums of its documents' ``line_count`` and ``term_count``), kept by
   triggers on ``documents``, so a recall's BM25 statistics cost one row per
   tier, not one per document of a long history.
+* **7**: recall by meaning (contract P36-P40): ``line_vectors``, one vector per
+  indexed line (its ``line_id`` is the line's id, the model that made it, the
+  digest of the text it was made from, little-endian float16 bytes), and
+  ``lines.needs_vector`` (1 until the line has a vector of some model; a
+  partial index holds only such lines), so the lines waiting for a vector are
+  found without a scan, and that backlog survives a crash. A line's vector is
+  deleted with the line, in the same transaction (a changed line is a new row).
 
 A migration runs inside one ``BEGIN IMMEDIATE`` transaction, so concurrent
 openers wait for it and a failed migration leaves the old version intact.
@@ -57,7 +64,7 @@ __all__ = [
     "tag_document",
 ]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 #: A line's rowid is ``partition_id << LINE_BITS | sequence``: the lines of one
 #: partition form one contiguous rowid range, which FTS5 seeks to directly.
 LINE_BITS: Final = 32
@@ -365,6 +372,8 @@ def delete_lines(conn: sqlite3.Connection, document_id: int, numbers: list[int] 
     table = fts_table(rows[0][0] >> LINE_BITS)
     conn.executemany(f"INSERT INTO {table} ({table}, rowid, terms) VALUES ('delete', ?, ?)", [r[:2] for r in rows])
     conn.executemany("DELETE FROM lines WHERE id = ?", [(r[0],) for r in rows])
+    # A line's vector is derived from its text: it goes with it, in the same transaction (P37, P24).
+    conn.executemany("DELETE FROM line_vectors WHERE line_id = ?", [(r[0],) for r in rows])
     return len(rows), sum(int(r[2]) for r in rows)
 
 
@@ -504,6 +513,32 @@ def _from_v5(conn: sqlite3.Connection) -> None:
     )
 
 
+#: Schema v7, one statement each.
+_V7: Final = (
+    # Every existing line waits for a vector: the column's default.
+    "ALTER TABLE lines ADD COLUMN needs_vector INTEGER NOT NULL DEFAULT 1",
+    "CREATE INDEX IF NOT EXISTS lines_without_vector ON lines (id) WHERE needs_vector = 1",
+    """CREATE TABLE IF NOT EXISTS line_vectors (
+    line_id INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    vector BLOB NOT NULL
+)""",
+    # The lines whose vector is of another model than the one asked for: two range scans.
+    "CREATE INDEX IF NOT EXISTS line_vectors_by_model ON line_vectors (model)",
+)
+
+
+def _from_v6(conn: sqlite3.Connection) -> None:
+    """v6 -> v7: a vector per indexed line, and which lines still wait for one.
+
+    Idempotent: a file set back to an older version number with these kept upgrades again.
+    """
+    has_column = any(row[1] == "needs_vector" for row in conn.execute("PRAGMA table_info(lines)"))
+    for statement in _V7[1:] if has_column else _V7:
+        conn.execute(statement)
+
+
 def tag_document(conn: sqlite3.Connection, document_id: int, workspace_id: str, subject: str) -> None:
     """Add ``subject`` to the subjects the document carries (P13); a tag is never removed by a write."""
     conn.execute(
@@ -526,6 +561,7 @@ MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
     3: _from_v3,
     4: _from_v4,
     5: _from_v5,
+    6: _from_v6,
 }
 
 
