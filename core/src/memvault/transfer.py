@@ -356,7 +356,6 @@ def _check_document(name: str, number: int, entry: ExportedDocument) -> None:
     """
     info = entry.document
     try:
-        _read_request(info)  # the label, tier and owner must address a real document
         tier, _key = parse_label(info.label, "label")
     except InvalidRequest as exc:
         raise ExportFileError(name, number, str(exc)) from None
@@ -371,11 +370,6 @@ def _check_document(name: str, number: int, entry: ExportedDocument) -> None:
             f"{info.label} of tier {tier.value} has {other} {getattr(info, other)[:140]!r}: a {tier.value} "
             f"document belongs to its {owner} alone, so {other} must be empty",
         )
-    for subject in info.subjects:
-        try:
-            validate_identifier(subject, "data subject")
-        except InvalidRequest as exc:
-            raise ExportFileError(name, number, f"{_where(info)}: {exc}") from None
     if not entry.body:
         raise ExportFileError(name, number, "the document's body is empty")
     try:
@@ -391,13 +385,18 @@ def _check_document(name: str, number: int, entry: ExportedDocument) -> None:
         raise ExportFileError(
             name, number, f"the body of {info.label} does not match its recorded size and digest: the file is damaged"
         )
-    if tier is not Tier.LESSONS:  # import leaves lessons out (P8): nothing is written for them
+    try:
+        for subject in info.subjects:  # named as the file names them (the request would say data_subject_id)
+            validate_identifier(subject, "data subject")
+        if tier is Tier.LESSONS:
+            _read_request(info)  # its address only: import leaves lessons out (P8), nothing is written for them
+        else:
+            _requests(info, entry.body, info.subjects)  # every retain the import would send, built (so checked) now
+    except InvalidRequest as exc:
+        raise ExportFileError(name, number, f"{_where(info)}: {exc}") from None
+    if tier is not Tier.LESSONS:
         with _naming(info, number):
             check_cap(tier, current=0, projected=size)  # every write is a replace: the body is the final body
-        try:
-            _requests(info, entry.body, info.subjects)
-        except InvalidRequest as exc:
-            raise ExportFileError(name, number, f"{_where(info)}: {exc}") from None
 
 
 def _check_quarantine(name: str, number: int, record: QuarantineRecord) -> None:
@@ -498,24 +497,23 @@ def _plan(target: _Target, entry: ExportedDocument, replace: bool) -> _Step:
     return _Step(action=action, info=info, subjects=subjects, forget=forget and action == "replace")
 
 
-def _request(info: DocumentInfo, body: str, subject: str) -> RetainRequest:
-    """The retain that stores ``body`` as the document ``info`` names, tagged with ``subject``."""
-    tier, key = parse_label(info.label, "label")
-    return RetainRequest(
-        workspace_id=info.workspace_id,
-        agent_id=info.agent_id,
-        crew_id=info.crew_id,
-        tier=tier,
-        key=key,
-        content=body,
-        mode="replace",
-        data_subject_id=subject,
-    )
-
-
 def _requests(info: DocumentInfo, body: str, subjects: tuple[str, ...]) -> list[RetainRequest]:
-    """The retains that store ``body`` tagged with each of ``subjects`` (one untagged retain for none)."""
-    return [_request(info, body, subject) for subject in subjects or ("",)]
+    """The retains that store ``body`` as the document ``info`` names, one ``replace`` tagged with
+    each of ``subjects`` (one untagged for none)."""
+    tier, key = parse_label(info.label, "label")
+    return [
+        RetainRequest(
+            workspace_id=info.workspace_id,
+            agent_id=info.agent_id,
+            crew_id=info.crew_id,
+            tier=tier,
+            key=key,
+            content=body,
+            mode="replace",
+            data_subject_id=subject,
+        )
+        for subject in subjects or ("",)
+    ]
 
 
 def _forget(vault: Vault, info: DocumentInfo) -> None:
