@@ -32,6 +32,7 @@ import math
 import os
 import re
 import threading
+import traceback
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -67,6 +68,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("memvault.registry")
+#: The attribute set on the log record of a plugin that failed to load.
+PLUGIN_FAILURE: Final = "memvault_plugin_failure"
 _trace_log = logging.getLogger("memvault.hooks")
 
 #: The core's own plugins, loaded by dotted name exactly like third-party entry points.
@@ -110,6 +113,13 @@ class PluginFailure:
     distribution: str
     cause: str
     exception: BaseException = field(eq=False, repr=False)
+
+    @property
+    def error(self) -> str:
+        """The last line of the failure's traceback, and where it was raised (``file:line``)."""
+        last = traceback.format_exception_only(type(self.exception), self.exception)[-1].strip()
+        frames = traceback.extract_tb(self.exception.__traceback__)
+        return f"{last} (at {frames[-1].filename}:{frames[-1].lineno})" if frames else last
 
 
 def make_manager(*specs: types.ModuleType) -> pluggy.PluginManager:
@@ -205,7 +215,9 @@ class Registry:
             self._add_plugin(ep.name, plugin, dist, version)
 
     def _fail(self, name: str, dist: str, cause: str, exc: BaseException) -> None:
-        log.warning("memvault plugin %s (%s) skipped: %s", name, dist, cause)
+        # The command line shows failures itself (memvault providers, a provider not found):
+        # it filters records marked so, which keeps them once on its output.
+        log.warning("memvault plugin %s (%s) skipped: %s", name, dist, cause, extra={PLUGIN_FAILURE: True})
         self.failures.append(PluginFailure(name=name, distribution=dist, cause=cause, exception=exc))
 
     def _add_plugin(self, name: str, plugin: object, dist: str, version: str) -> None:
@@ -355,7 +367,8 @@ class Registry:
         try:
             return self.providers[name]
         except KeyError:
-            raise ProviderNotFound(name, self.names()) from None
+            broken = [(f.name, f.distribution, f.error) for f in self.failures]
+            raise ProviderNotFound(name, self.names(), broken) from None
 
     def embedder(self, name: str = "auto", settings: Mapping[str, Any] | None = None) -> Embedder | None:
         """The embedder ``name`` with ``settings`` (the ``[embed]`` table's other keys), shared per process.

@@ -27,7 +27,7 @@ from memvault.contract.models import ForgetRequest, HealthStatus, ReadRequest, R
 from memvault.contract.versions import CONTRACT_VERSION
 from memvault.contract.wire import unstructure
 from memvault.doctor import run_checks
-from memvault.registry import get_registry
+from memvault.registry import PLUGIN_FAILURE, get_registry
 from memvault.vault import open as open_vault
 from memvault.vault import settings_from_pairs
 
@@ -79,7 +79,10 @@ def providers(with_health: bool, as_json: bool) -> None:
         if with_health:
             row["health"] = _probe(name)
         rows.append(row)
-    problems = [{"plugin": f.name, "distribution": f.distribution, "cause": f.cause} for f in registry.failures] + [
+    problems = [
+        {"plugin": f.name, "distribution": f.distribution, "cause": f.cause, "error": f.error}
+        for f in registry.failures
+    ] + [
         {"plugin": " and ".join(plugins), "distribution": "", "cause": f"both register provider {name!r}"}
         for name, plugins in registry.conflicts.items()
     ]
@@ -94,7 +97,8 @@ def providers(with_health: bool, as_json: bool) -> None:
     ]
     click.echo(render_table(headers, table))
     for problem in problems:
-        click.echo(f"warning: plugin {problem['plugin']} not usable: {problem['cause']}", err=True)
+        where = f" (distribution {problem['distribution']})" if problem["distribution"] else ""
+        click.echo(f"warning: plugin {problem['plugin']}{where} not usable: {problem['cause']}", err=True)
 
 
 def _probe(name: str) -> str:
@@ -364,5 +368,9 @@ def _add_plugin_commands() -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``memvault`` console script."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        # A plugin that failed to load is said once, where it matters: by `memvault providers`,
+        # and in the error of a command asking for a provider it would have given.
+        handler.addFilter(lambda record: not getattr(record, PLUGIN_FAILURE, False))
     _add_plugin_commands()
     cli.main(args=list(argv) if argv is not None else None, prog_name="memvault")

@@ -10,6 +10,8 @@ May import: nothing of memvault.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "CapExceeded",
     "CompactionFailed",
@@ -115,23 +117,50 @@ class NotSupported(MemvaultError):
 
 
 class ProviderNotFound(MemvaultError, LookupError):
-    """No installed provider has that name; the message lists the installed ones."""
+    """No usable provider has that name; the message lists the installed ones.
 
-    def __init__(self, name: str, installed: list[str]) -> None:
+    ``broken`` names the installed plugins that failed to load, as ``(plugin, distribution,
+    error)`` with the error's last traceback line: when one of them would have provided
+    ``name`` (its entry point or distribution is named after it), the message says that
+    plugin is installed but broken, never that it is missing.
+    """
+
+    def __init__(self, name: str, installed: list[str], broken: Sequence[tuple[str, str, str]] = ()) -> None:
         import difflib
 
         listing = ", ".join(sorted(installed)) or "none"
         close = difflib.get_close_matches(name, installed, n=1, cutoff=0.6)
-        if close:
-            hint = f"did you mean {close[0]!r}? Installed providers: {listing}"
-        else:
-            hint = (
-                f"installed providers: {listing}. Install the plugin distribution that provides it "
-                f"(for example `pip install memvault-{name}`) or pick one of the installed names"
+        theirs = [b for b in broken if _would_provide(b[0], b[1], name)]
+        if theirs:
+            plugin, dist, error = theirs[0]
+            message = (
+                f"provider {name!r} is not usable: its plugin {plugin!r} (distribution {dist}) is installed "
+                f"but failed to load: {error}. Fix that error (reinstall {dist} and its dependencies, or "
+                f"update it for this memvault); `memvault providers` lists every plugin that failed"
             )
-        super().__init__(f"no provider named {name!r} is installed; {hint}")
+        else:
+            if close:
+                hint = f"did you mean {close[0]!r}? Installed providers: {listing}"
+            else:
+                hint = (
+                    f"installed providers: {listing}. Install the plugin distribution that provides it "
+                    f"(for example `pip install memvault-{name}`) or pick one of the installed names"
+                )
+            message = f"no provider named {name!r} is installed; {hint}"
+            if broken:
+                failed = "; ".join(f"{p} ({d}): {e}" for p, d, e in broken)
+                message += f". Installed plugins that failed to load, one of which may provide it: {failed}"
+        super().__init__(message)
         self.name = name
         self.installed = sorted(installed)
+        self.broken = list(broken)
+
+
+def _would_provide(plugin: str, distribution: str, name: str) -> bool:
+    """Whether a plugin is named after provider ``name`` (entry point ``sqlite``, ``memvault-sqlite``)."""
+    dist = distribution.lower().replace("_", "-").replace(".", "-")
+    wanted = name.lower()
+    return plugin.lower() == wanted or dist in (wanted, f"memvault-{wanted}") or dist.endswith(f"-{wanted}")
 
 
 class PluginError(MemvaultError):
