@@ -46,7 +46,7 @@ from attrs import field, frozen
 from memvault.contract.embedding import MODEL_ID_MAX, Embedder
 from memvault.contract.errors import InvalidRequest, MemvaultError, PluginError, ProviderNotFound
 from memvault.contract.models import Capability
-from memvault.contract.registration import ScratchSettings, StoreChecks
+from memvault.contract.registration import ScratchCleanup, ScratchSettings, StoreChecks
 from memvault.contract.versions import FIRST_CONTRACT_VERSION, parse_contract_version
 from memvault.hooks import lifecycle as lifecycle_specs
 from memvault.hooks import provider as provider_specs
@@ -103,6 +103,8 @@ class ProviderInfo:
     checks: StoreChecks | None = None
     #: The contract version the provider was written for (``register(..., contract_version=...)``).
     contract_version: str = FIRST_CONTRACT_VERSION
+    #: Removes what a scratch store left outside its temporary directory (``scratch_cleanup``).
+    scratch_cleanup: ScratchCleanup | None = None
 
 
 @frozen(kw_only=True)
@@ -247,6 +249,7 @@ class Registry:
             description: str = "",
             checks: StoreChecks | None = None,
             contract_version: str | None = None,
+            scratch_cleanup: ScratchCleanup | None = None,
         ) -> None:
             if not isinstance(pname, str) or not _PROVIDER_NAME.fullmatch(pname):
                 raise PluginError(
@@ -255,6 +258,11 @@ class Registry:
                 )
             if not callable(factory):
                 raise PluginError(f"plugin {name!r} registered a provider {pname!r} whose factory is not callable")
+            if scratch_cleanup is not None and not callable(scratch_cleanup):
+                raise PluginError(
+                    f"plugin {name!r} registered provider {pname!r} with scratch_cleanup={scratch_cleanup!r}: "
+                    "give a function of the scratch settings that removes what they left, or leave it out"
+                )
             if checks is not None and not callable(checks):
                 raise PluginError(
                     f"plugin {name!r} registered provider {pname!r} with checks={checks!r}: give a function "
@@ -291,6 +299,7 @@ class Registry:
                 description=description,
                 checks=checks,
                 contract_version=targets,
+                scratch_cleanup=scratch_cleanup,
             )
 
         def register_scanner(sname: str, factory: Callable[..., object]) -> None:

@@ -6,7 +6,7 @@ pytest imports this file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,5 +21,7 @@ class TestParity(ProviderSuite):
     strict = current_target().strict
 
     @pytest.fixture
-    def settings(self, tmp_path: Path) -> Mapping[str, Any]:
-        return current_target().settings_for(tmp_path)
+    def settings(self, tmp_path: Path) -> Iterator[Mapping[str, Any]]:
+        made = current_target().settings_for(tmp_path)
+        yield made
+        current_target().clean_up(made)

@@ -124,8 +124,12 @@ class SuiteBase:
     # -- fixtures ------------------------------------------------------------
 
     @pytest.fixture
-    def settings(self, tmp_path: Path) -> Mapping[str, Any]:
-        """Settings for a fresh, EMPTY store (default: the provider's registered ``scratch``)."""
+    def settings(self, tmp_path: Path) -> Iterator[Mapping[str, Any]]:
+        """Settings for a fresh, EMPTY store (default: the provider's registered ``scratch``).
+
+        After the test, the provider's ``scratch_cleanup`` (if it registered one) removes
+        what the store left outside ``tmp_path``, so a run leaves nothing behind.
+        """
         from memvault.registry import get_registry
 
         info = get_registry().get(self._provider_name())
@@ -134,7 +138,10 @@ class SuiteBase:
                 f"provider {info.name!r} registered no scratch settings: override the `settings` fixture "
                 "in your test class to return settings for an empty store"
             )
-        return dict(info.scratch(tmp_path))
+        made = dict(info.scratch(tmp_path))
+        yield made
+        if info.scratch_cleanup is not None:
+            info.scratch_cleanup(made)
 
     @pytest.fixture
     def provider_capabilities(self) -> frozenset[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,6 +39,16 @@ class Target:
             raise LookupError(f"provider {self.name!r} has no scratch settings: pass --option key=value")
         return dict(info.scratch(tmp_path))
 
+    def clean_up(self, settings: Mapping[str, Any]) -> None:
+        """Remove what scratch ``settings`` left outside their directory (``--option`` settings: nothing)."""
+        if self.options is not None:
+            return
+        from memvault.registry import get_registry
+
+        cleanup = get_registry().get(self.name).scratch_cleanup
+        if cleanup is not None:
+            cleanup(settings)
+
 
 _target: Target | None = None
 
@@ -67,10 +78,43 @@ class ParityOutcome:
         return not self.failed and self.exit_code in (0,)
 
 
+class _Progress:
+    """Says how far a long run is, with an estimate of what is left (on stderr, never on the summary)."""
+
+    def __init__(self, name: str, stream: TextIO | None, every: float) -> None:
+        self.name = name
+        self.stream = stream
+        self.every = every
+        self.total = 0
+        self.done = 0
+        self.started = time.monotonic()
+        self.said = self.started
+
+    def finished_one(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.stream is None or not self.total or now - self.said < self.every or self.done >= self.total:
+            return
+        self.said = now
+        elapsed = now - self.started
+        left = elapsed / self.done * (self.total - self.done)
+        print(
+            f"memvault parity {self.name}: {self.done}/{self.total} tests in {elapsed:.0f} s, "
+            f"about {_duration(left)} left",
+            file=self.stream,
+            flush=True,
+        )
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 class _Collector:
     """A pytest plugin object: counts outcomes and remembers the contract numbers of each test."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: _Progress | None = None) -> None:
+        self.progress = progress
         self.numbers: dict[str, str] = {}
         self.passed = 0
         self.skipped = 0
@@ -87,7 +131,14 @@ class _Collector:
             numbers = sorted(set(_CONTRACT.findall(doc)), key=lambda n: (n[0], int(n[1:])))
             self.numbers[item.nodeid] = ", ".join(numbers)
 
+    def pytest_collection_finish(self, session: Any) -> None:
+        if self.progress is not None:
+            self.progress.total = len(session.items)
+            self.progress.started = self.progress.said = time.monotonic()
+
     def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.when == "teardown" and self.progress is not None:
+            self.progress.finished_one()
         name = report.nodeid.rsplit("::", 1)[-1]
         if report.when == "call" or (report.when == "setup" and not report.passed):
             if hasattr(report, "wasxfail"):
@@ -117,6 +168,8 @@ def run_parity(
     strict: bool = False,
     extra_args: Sequence[str] = (),
     out: TextIO | None = None,
+    progress: TextIO | None = None,
+    progress_every: float = 15.0,
 ) -> ParityOutcome:
     """Run :class:`~memvault_parity.ProviderSuite` against provider ``name`` in this process.
 
@@ -129,6 +182,9 @@ def run_parity(
         the contract version it declares (default: those are listed, not failed).
     :return: counts, the failing tests with their contract numbers, and the new
         requirements the provider does not meet yet.
+    :param progress: where to say, every ``progress_every`` seconds, how many tests
+        ran and about how long the rest takes (default: standard error; the summary
+        goes to ``out``).
     """
     import importlib.util
 
@@ -140,8 +196,9 @@ def run_parity(
         raise RuntimeError(f"{_TARGET_MODULE} is missing from this installation of memvault-parity")
     _target = Target(name=name, options=dict(options) if options is not None else None, strict=strict)
     sys.modules.pop(_TARGET_MODULE, None)
-    collector = _Collector()
+    collector = _Collector(_Progress(name, progress if progress is not None else sys.stderr, progress_every))
     stream = out if out is not None else sys.stdout
+    _say_where(_target, stream)
     with tempfile.TemporaryDirectory(prefix="memvault-parity-") as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\nxfail_strict = true\n", encoding="utf-8")
@@ -153,6 +210,8 @@ def run_parity(
             tmp,
             "--confcutdir",
             str(Path(spec.origin).parent),
+            "--basetemp",  # every test's scratch directory goes with the run's temporary one
+            str(Path(tmp) / "basetemp"),
             "-p",
             "no:cacheprovider",
             "-q",
@@ -232,3 +291,31 @@ def _summarise_not_met(name: str, outcome: ParityOutcome, stream: TextIO) -> Non
         )
         for test, numbers in tests:
             print(f"    NOT MET {test}" + (f"  [{numbers}]" if numbers else ""), file=stream)
+
+
+_SECRET = re.compile(r"(password|passwd|secret|token|key)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def _shown(key: str, value: object) -> str:
+    if _SECRET.search(key):
+        return "***"
+    text = _URL_PASSWORD.sub(r"\1***@", str(value))
+    return repr(text) + (" (unset: the provider's defaults)" if text == "" else "")
+
+
+def _say_where(target: Target, stream: TextIO) -> None:
+    """Where the run works: the settings it passes, or a sample of the fresh ones each test gets."""
+    if target.options is not None:
+        shown = ", ".join(f"{k}={_shown(k, v)}" for k, v in sorted(target.options.items()))
+        print(f"memvault parity {target.name}: every test works on {shown}, in workspaces of its own", file=stream)
+        return
+    with tempfile.TemporaryDirectory(prefix="memvault-parity-where-") as tmp:
+        sample = target.settings_for(Path(tmp))
+        shown = ", ".join(f"{k}={_shown(k, v)}" for k, v in sorted(sample.items()))
+        target.clean_up(sample)
+    print(
+        f"memvault parity {target.name}: each test works in a fresh scratch store, such as {shown}; "
+        "the run removes them",
+        file=stream,
+    )

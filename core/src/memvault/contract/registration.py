@@ -15,11 +15,16 @@ from typing import Any, Literal, Protocol
 
 from attrs import frozen
 
-__all__ = ["DoctorCheck", "RegisterProvider", "RegisterScanner", "ScratchSettings", "StoreChecks"]
+__all__ = ["DoctorCheck", "RegisterProvider", "RegisterScanner", "ScratchCleanup", "ScratchSettings", "StoreChecks"]
 
 #: Scratch settings: given an empty temporary directory, the settings that open
 #: a fresh, empty provider there (used by ``memvault parity`` and the suite).
 ScratchSettings = Callable[[Path], Mapping[str, Any]]
+
+#: Removes what a scratch store left outside its temporary directory (a database schema,
+#: a bucket), given the settings :data:`ScratchSettings` returned; called after the test
+#: (or ``memvault parity`` run) that used them, with every vault on them closed.
+ScratchCleanup = Callable[[Mapping[str, Any]], None]
 
 
 @frozen
@@ -52,6 +57,7 @@ class RegisterProvider(Protocol):
         description: str = "",
         checks: StoreChecks | None = None,
         contract_version: str | None = None,
+        scratch_cleanup: ScratchCleanup | None = None,
     ) -> None:
         """Record one provider.
 
@@ -68,6 +74,9 @@ class RegisterProvider(Protocol):
             was written for, e.g. ``"1.3"`` (:data:`memvault.CONTRACT_VERSION` is the
             newest); ``None``: ``"1.0"``, the first. ``memvault parity`` holds it to every
             line up to that version and lists newer lines it misses without failing it.
+        :param scratch_cleanup: removes what a ``scratch`` store left outside its
+            temporary directory (a schema on a shared server), given its settings; the
+            parity suite calls it after each test, so a run leaves nothing behind.
         """
 
 
