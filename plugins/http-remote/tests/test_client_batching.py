@@ -327,7 +327,7 @@ def test_a_batch_the_gate_refuses_goes_out_as_single_requests(held: tuple[HeldPr
     assert isinstance(first, RetainResult)
     assert all(isinstance(o, RetainResult) for o in outcomes), outcomes
     requests = service.log.retains()
-    assert ("/v1/retain/batch", 503, 4) in requests
+    assert ("/v1/retain/batch", 400, 4) in requests
     assert sum(1 for path, status, _ in requests if path == "/v1/retain" and status == 200) == 5
 
 

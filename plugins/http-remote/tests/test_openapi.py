@@ -142,15 +142,22 @@ def test_request_schemas_accept_what_the_client_sends() -> None:
 
 
 def test_the_batch_schema_holds_the_client_s_batches_and_its_limit() -> None:
-    """The client's batch body validates; the item list is bounded by the default max_batch_items."""
+    """The client's batch body validates; the item list is bounded by what the default settings let
+    one caller have in flight (max_per_token, 16: each item counts as a request), not by
+    max_batch_items (64), which a batch could never reach (#33); the client's default batches fit."""
     from memvault.contract.wire import unstructure
+    from memvault_http_remote.client import DEFAULT_BATCH_MAX
+    from memvault_http_remote.settings import ServerSettings
 
     document = openapi_document()
     schema = {"$ref": "#/components/schemas/RetainBatchRequest", "components": document["components"]}
     item = unstructure(memvault.RetainRequest(**W, tier="daily", content="c", mode="append"))
     validator = jsonschema.Draft202012Validator(schema)
-    validator.validate({"items": [item] * 64})
-    assert not validator.is_valid({"items": [item] * 65})
+    limit = ServerSettings().batch_items_limit
+    assert limit == ServerSettings().max_per_token == 16
+    validator.validate({"items": [item] * limit})
+    assert not validator.is_valid({"items": [item] * (limit + 1)})
+    assert limit >= DEFAULT_BATCH_MAX
     assert not validator.is_valid({"items": []})
     responses = document["paths"]["/v1/retain/batch"]["post"]["responses"]
     assert "batch" in responses["503"]["description"]

@@ -220,7 +220,10 @@ def _gated_app(provider: MemoryProvider | None = None, **limits: Any) -> Any:
     return create_app(vault, ServerSettings(**limits), _tokens())
 
 
-def test_a_batch_larger_than_the_per_token_bound_is_503_while_a_single_request_passes() -> None:
+def test_a_batch_larger_than_the_per_token_bound_is_a_400_naming_the_limit_never_a_retryable_503() -> None:
+    """A batch of 4 items counts as 4 requests in flight: with max_per_token = 3 it can never be let
+    in, however long its caller waits. Before, it was a 503 with Retry-After: 1, and a client obeying
+    it retried for ever (#33)."""
     app = _gated_app(max_per_token=3)
 
     async def run() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
@@ -230,17 +233,44 @@ def test_a_batch_larger_than_the_per_token_bound_is_503_while_a_single_request_p
         return too_big, fits, single
 
     too_big, fits, single = asyncio.run(run())
-    assert too_big.status_code == 503
-    assert too_big.headers["retry-after"] == "1"
+    assert too_big.status_code == 400
+    assert "retry-after" not in too_big.headers
     error = too_big.json()["error"]
-    assert error["type"] == "UpstreamError"
-    assert "batch of 4 items" in error["message"]
+    assert (error["type"], error["field"]) == ("InvalidRequest", "items")
+    assert "can never be let in" in error["message"]
     assert "server.max_per_token" in error["message"]
+    assert "send at most 3 per batch" in error["message"]
     assert fits.status_code == 200
     assert [r["result"]["id"] for r in fits.json()["results"]] == ["AGENT.md"] * 3
     assert single.status_code == 200
     assert app.in_flight == 0
     assert app.per_client == {}
+
+
+def test_the_openapi_document_publishes_the_batch_size_the_service_takes() -> None:
+    """The document served states the effective maximum (the smallest of max_batch_items, max_per_token
+    and max_concurrent): a batch of that size is taken, one more is the 400 above."""
+    for limits, effective in (
+        ({}, 16),
+        ({"max_per_token": 3}, 3),
+        ({"max_concurrent": 5}, 5),
+        ({"max_batch_items": 7}, 7),
+    ):
+        app = _gated_app(**limits)
+
+        async def run(app: Any = app, effective: int = effective) -> tuple[Any, httpx.Response, httpx.Response]:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://service") as http:
+                document = (await http.get("/v1/openapi.json")).json()
+            full = await _post(app, "/v1/retain/batch", {"items": [_item(f"{i}\n") for i in range(effective)]})
+            over = await _post(app, "/v1/retain/batch", {"items": [_item(f"{i}\n") for i in range(effective + 1)]})
+            return document, full, over
+
+        document, full, over = asyncio.run(run())
+        schema = document["components"]["schemas"]["RetainBatchRequest"]["properties"]["items"]
+        assert schema["maxItems"] == effective, limits
+        assert full.status_code == 200, (limits, full.text)
+        assert over.status_code == 400, (limits, over.text)
 
 
 def test_a_batch_counts_its_items_against_what_the_token_already_has_in_flight() -> None:
@@ -269,10 +299,11 @@ def test_a_batch_counts_its_items_against_what_the_token_already_has_in_flight()
     assert (app.in_flight, app.per_client) == (0, {})
 
 
-def test_a_batch_over_the_service_s_total_is_503_naming_max_concurrent() -> None:
+def test_a_batch_over_the_service_s_total_is_a_400_naming_max_concurrent() -> None:
     app = _gated_app(max_concurrent=2, max_per_token=16)
     response = asyncio.run(_post(app, "/v1/retain/batch", {"items": [_item()] * 3}))
-    assert response.status_code == 503
+    assert response.status_code == 400
+    assert "retry-after" not in response.headers
     assert "server.max_concurrent" in response.json()["error"]["message"]
     assert (app.in_flight, app.per_client) == (0, {})
 

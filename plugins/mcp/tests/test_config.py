@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,11 @@ from mcp_support import child_env, memvault_command
 
 from memvault import InvalidRequest
 from memvault_mcp import load_server_config, parse_server_config
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "agent-builders" / "mcp.md"
 
@@ -95,3 +101,29 @@ def test_http_on_a_public_address_without_tokens_refuses_to_start(tmp_path: Path
     )
     assert proc.returncode == 2
     assert "refusing to serve on 0.0.0.0 without any token" in proc.stderr
+
+
+def test_the_docs_http_table_states_every_limit_and_its_default(tmp_path: Path) -> None:
+    """The [http] sample in mcp.md lists every HttpLimits setting with its real default."""
+    import attrs
+
+    from memvault_mcp.config import HttpLimits
+
+    block = next(b for b in _docs_blocks("toml") if b.startswith("# mcp.toml") and "[http]" in b)
+    path = tmp_path / "mcp.toml"
+    path.write_text(block, encoding="utf-8")
+    assert load_server_config(path).http == HttpLimits()
+    for limit in attrs.fields(HttpLimits):
+        assert re.search(rf"^{limit.name} = ", block, re.M), limit.name
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "true", '"5"'])
+def test_an_http_limit_that_is_not_a_positive_finite_number_is_refused_naming_it(value: str) -> None:
+    with pytest.raises(InvalidRequest, match="max_per_slot") as raised:
+        parse_server_config(tomllib.loads(f"[http]\nmax_per_slot = {value}\n"))
+    assert raised.value.field.endswith("max_per_slot")
+
+
+def test_an_unknown_http_key_is_refused_naming_it() -> None:
+    with pytest.raises(InvalidRequest, match="max_per_slt"):
+        parse_server_config({"http": {"max_per_slt": 3}})

@@ -50,7 +50,6 @@ with one entry per item, in order, ``{"result": RetainResult}`` or
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
@@ -65,7 +64,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
 
 from memvault.contract.errors import (
     InvalidRequest,
@@ -90,6 +89,15 @@ from memvault.contract.models import (
 from memvault.contract.wire import structure, unstructure
 from memvault.vault import Vault
 from memvault_http_remote.errorwire import encode_error, status_for
+from memvault_http_remote.limits import (
+    Admission,
+    HttpRefusal,
+    ProviderCalls,
+    RequestGate,
+    json_body,
+    read_body,
+    refusal_response,
+)
 from memvault_http_remote.openapi import openapi_document
 from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore
 
@@ -101,18 +109,8 @@ _T = TypeVar("_T")
 API_PREFIX: Final = "/v1"
 
 
-class _HttpError(Exception):
-    """Answer with ``status`` and the typed error body of ``error``."""
-
-    def __init__(self, status: int, error: MemvaultError, headers: dict[str, str] | None = None) -> None:
-        super().__init__(str(error))
-        self.status = status
-        self.error = error
-        self.headers = headers or {}
-
-
-def _error_response(status: int, error: MemvaultError, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(encode_error(error), status_code=status, headers=headers)
+_HttpError = HttpRefusal
+_error_response = refusal_response
 
 
 def _workspace(instance: object, attribute: Any, value: Any) -> None:
@@ -230,11 +228,9 @@ class _Service:
         # Threads, not the event loop, run the (synchronous) provider; bounded
         # like the requests so a flood cannot spawn unbounded threads. A call holds
         # its token until its thread returns, also after its request gave up (504).
-        self.limiter = anyio.CapacityLimiter(settings.max_concurrent)
-        #: Provider calls running (the tasks that wait for their threads), abandoned ones included.
-        self.calls: set[asyncio.Task[Any]] = set()
+        self.provider_calls = ProviderCalls(settings, log=log)
         #: The outermost layer (set by :func:`create_app`): a batch takes its extra slots from it.
-        self.gate: _Gate | None = None
+        self.gate: RequestGate | None = None
         # The provider's hook itself, under the service's own deadline (health_timeout): the
         # vault's in-process deadline (0.2 s) would read a busy process as a failing store.
         self.health_next = 0.0
@@ -273,46 +269,14 @@ class _Service:
         :param check_text: refuse a lone surrogate anywhere in the body (400); a batch
             checks each item on its own instead, so one bad item fails alone.
         """
-        cap = self.settings.max_body_bytes
-        too_large = _HttpError(
-            413,
-            InvalidRequest(
-                f"request body is over the service's limit of {cap} bytes: send less content per call",
-                field="body",
-            ),
+        body = await read_body(
+            request.receive,
+            request.scope.get("headers", ()),
+            max_bytes=self.settings.max_body_bytes,
+            timeout=self.settings.body_timeout,
+            prefix="server",
         )
-        declared = request.headers.get("content-length")
-        # (h11 has already refused a negative or non-numeric length with a typed 400.)
-        digits = declared if declared is not None and declared.isascii() and declared.isdigit() else ""
-        if digits and (len(digits.lstrip("0")) > len(str(cap)) or int(digits) > cap):
-            raise too_large
-        chunks: list[bytes] = []
-        size = 0
-        timeout = self.settings.body_timeout
-        try:
-            # A body trickling in (or stalled) must not hold a concurrency slot for long.
-            with anyio.fail_after(timeout):
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > cap:
-                        raise too_large
-                    chunks.append(chunk)
-        except TimeoutError:
-            raise _HttpError(
-                408,
-                InvalidRequest(
-                    f"the request body did not arrive within {timeout:g} s (server.body_timeout): send it at once",
-                    field="body",
-                ),
-                {"Connection": "close"},
-            ) from None
-        try:
-            data = json.loads(b"".join(chunks))
-        except RecursionError:
-            raise _HttpError(400, InvalidRequest("request body is nested too deeply", field="body")) from None
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and ints over 4300 digits
-            reason = str(exc)[:200]
-            raise _HttpError(400, InvalidRequest(f"request body is not valid JSON: {reason}", field="body")) from None
+        data = json_body(body)
         if check_text:
             _check_text(data)
         if not isinstance(data, dict):
@@ -339,62 +303,14 @@ class _Service:
     async def call(self, scope: Scope, func: Callable[[], _T]) -> _T:
         """Run the provider in a worker thread under the per-request timeout (504 past it).
 
-        A thread cannot be stopped: a call the request gives up on (the timeout, or
-        the caller leaving) runs on to its end. It keeps its limiter token, and the
-        request (``scope``) keeps its slots in the gate, until the call returns, so
-        the provider calls running, abandoned ones included, never outnumber
-        ``max_concurrent``; while they hold the slots, new requests get the gate's 503.
+        :class:`~memvault_http_remote.limits.ProviderCalls`: a call the request gives up
+        on runs on to its end, keeping its thread and the request's gate slots until it
+        returns; while they hold the slots, new requests get the gate's 503.
         """
-        timeout = self.settings.request_timeout
-        admission = self.gate.call_started(scope) if self.gate is not None else None
-        started = time.monotonic()
-        gave_up: list[str] = []  # why the request stopped waiting for the call, if it did
-        work = asyncio.get_running_loop().create_task(anyio.to_thread.run_sync(func, limiter=self.limiter))
-        self.calls.add(work)
-        work.add_done_callback(lambda done: self._call_ended(done, admission, scope, started, gave_up))
         try:
-            with anyio.fail_after(timeout):
-                return await asyncio.shield(work)
-        except TimeoutError:
-            if not work.done():
-                gave_up.append("it was answered 504")
-            raise _HttpError(
-                504,
-                UpstreamTimeout(
-                    f"the provider did not answer within the service's request timeout of {timeout:g} s; "
-                    "retry later, or raise server.request_timeout"
-                ),
-            ) from None
-        except BaseException:
-            if not work.done():
-                gave_up.append("its caller left")
-            raise
-
-    def _call_ended(
-        self,
-        work: asyncio.Task[Any],
-        admission: _Admission | None,
-        scope: Scope,
-        started: float,
-        gave_up: list[str],
-    ) -> None:
-        """A provider call returned: its request's slots may go back; one its request gave up on is logged."""
-        self.calls.discard(work)
-        if admission is not None and self.gate is not None:
-            self.gate.call_ended(admission)
-        if work.cancelled():
-            return  # the event loop is closing
-        failure = work.exception()  # retrieved, whoever waits for it
-        if gave_up:
-            log.warning(
-                "provider call on %s returned after %.1f s, after its request gave up on it (%s): %s",
-                scope.get("path", "-"),
-                time.monotonic() - started,
-                gave_up[0],
-                "it succeeded (a write it made has landed)"
-                if failure is None
-                else f"it failed ({type(failure).__name__})",
-            )
+            return await self.provider_calls.run(scope, func)
+        except UpstreamTimeout as exc:
+            raise _HttpError(504, exc) from None
 
     # -- handlers --------------------------------------------------------------
 
@@ -419,7 +335,7 @@ class _Service:
         """
         entry = self.authenticate(request)
         data = await self.read_json(request, check_text=False)
-        items = self.batch_items(data)
+        items = self.batch_items(data, request.scope)
         request.scope.setdefault("memvault", {})["items"] = len(items)
         extra = len(items) - 1
         if self.gate is not None and extra:
@@ -427,8 +343,9 @@ class _Service:
         independent = bool(data.get("independent", False))
         return JSONResponse({"results": await self.run_batch(request.scope, entry, items, independent=independent)})
 
-    def batch_items(self, data: dict[str, Any]) -> list[Any]:
-        """The batch's ``items``: 400 for anything but a list of 1 to ``max_batch_items`` entries."""
+    def batch_items(self, data: dict[str, Any], scope: Scope | None = None) -> list[Any]:
+        """The batch's ``items``: 400 for anything but a list of 1 to ``max_batch_items`` entries,
+        and for more items than the caller may ever have in flight (a batch that could never be let in)."""
         items = data.get("items")
         # The items are checked one by one below (one bad item fails alone); the rest of the body here.
         _check_text({key: None if key == "items" and isinstance(value, list) else value for key, value in data.items()})
@@ -475,6 +392,24 @@ class _Service:
                 InvalidRequest(
                     f"items holds {len(items)} retain requests, over the service's limit of {cap} per batch "
                     f"(server.max_batch_items): send at most {cap} per batch",
+                    field="items",
+                ),
+            )
+        if scope is not None:
+            scope.setdefault("memvault", {})["items"] = len(items)
+        bound, setting = (
+            self.gate.batch_cap(scope) if self.gate is not None and scope is not None else (cap, "max_batch_items")
+        )
+        if len(items) > bound:
+            # Each item counts as a request in flight: this many can never be let in at once, so a 503
+            # with Retry-After would have the client retry for ever.
+            raise _HttpError(
+                400,
+                InvalidRequest(
+                    f"items holds {len(items)} retain requests, and each counts as one request in flight: over "
+                    f"the limit of {bound} this caller may ever have in flight (server.{setting}), so this batch "
+                    f"can never be let in: send at most {bound} per batch (the service's OpenAPI document states "
+                    f"the limit), or ask the operator to raise server.{setting}",
                     field="items",
                 ),
             )
@@ -622,7 +557,7 @@ class _Service:
         return JSONResponse({"record": None if record is None else unstructure(record)})
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(openapi_document())
+        return JSONResponse(openapi_document(self.settings))
 
 
 def _item_failure(exc: MemvaultError, index: int) -> dict[str, Any]:
@@ -679,209 +614,12 @@ _HEALTH_MAX_WAIT: Final = 0.25
 _UNBOUNDED: Final = frozenset({f"{API_PREFIX}/health"})
 
 
-class _Admission:
-    """One request the gate let in: the caller's key and bound, the slots it holds, its provider calls.
-
-    Its slots (one, plus one per further item of a batch) go back when the request
-    is over (answered, or its caller gone) *and* every provider call it started
-    has returned. A call past the request timeout answers 504 at once but runs on
-    in its worker thread: until it returns it keeps the request's slots, so the
-    calls running, abandoned ones included, stay within ``max_concurrent`` (and
-    within the caller's own bound).
-    """
-
-    __slots__ = ("bound", "key", "over", "running", "setting", "slots")
-
-    def __init__(self, key: str, bound: int, setting: str) -> None:
-        self.key = key
-        self.bound = bound
-        self.setting = setting
-        self.slots = 0
-        self.running = 0
-        self.over = False
+def _exempt(scope: Scope) -> bool:
+    return scope.get("path") in _UNBOUNDED
 
 
-class _Gate:
-    """Outermost ASGI layer: the concurrency bounds (503) and one log line per request.
-
-    Three bounds apply to every request but health: the service's total
-    (``max_concurrent``), the caller's own (``max_per_token`` per token, or per
-    peer address when the service runs without tokens), and one shared bound for
-    every request without a valid token (``max_unauthenticated``). So one token
-    holder with stalled uploads cannot take the slots other tenants need. A
-    request holds its slots until it is over and its provider calls have
-    returned (:class:`_Admission`): a request answered 504 counts until the
-    provider call it gave up on returns.
-    """
-
-    def __init__(self, app: ASGIApp, settings: ServerSettings, tokens: TokenStore) -> None:
-        self.app = app
-        self.settings = settings
-        self.tokens = tokens
-        self.in_flight = 0
-        self.per_client: dict[str, int] = {}
-        #: Requests already over whose provider calls still run, holding their slots.
-        self.outlived: set[_Admission] = set()
-
-    def _client(self, scope: Scope) -> tuple[str, int, str]:
-        """The caller's key, its bound, and the setting that holds the bound."""
-        if not self.tokens:
-            client = scope.get("client")
-            return f"peer:{client[0] if client else '-'}", self.settings.max_per_token, "max_per_token"
-        header = ""
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                header = value.decode("latin-1")
-                break
-        scheme, _, token = header.partition(" ")
-        entry = self.tokens.lookup(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
-        if entry is None:
-            return "anonymous", self.settings.max_unauthenticated, "max_unauthenticated"
-        return f"token:{entry.sha256}", self.settings.max_per_token, "max_per_token"
-
-    def _take(self, admission: _Admission, count: int) -> None:
-        self.in_flight += count
-        self.per_client[admission.key] = self.per_client.get(admission.key, 0) + count
-        admission.slots += count
-
-    def _settle(self, admission: _Admission) -> None:
-        """Give the request's slots back once it is over and its provider calls have returned."""
-        if not admission.over:
-            return
-        if admission.running:
-            self.outlived.add(admission)
-            return
-        self.outlived.discard(admission)
-        count, admission.slots = admission.slots, 0
-        if not count:
-            return
-        self.in_flight -= count
-        left = self.per_client[admission.key] - count
-        if left:
-            self.per_client[admission.key] = left
-        else:
-            del self.per_client[admission.key]
-
-    def _outlived_note(self, key: str | None = None) -> str:
-        """For a refusal: how many of the slots are held by provider calls whose requests were answered."""
-        held = sum(a.slots for a in self.outlived if key is None or a.key == key)
-        if not held:
-            return ""
-        return (
-            f" ({held} of them held by provider calls still running for requests already answered, "
-            "such as a 504 past server.request_timeout: they count until they return)"
-        )
-
-    @staticmethod
-    def admission(scope: Scope) -> _Admission | None:
-        """What the gate holds for the request of ``scope``; ``None`` when this gate did not admit it."""
-        admitted = scope.get("memvault", {}).get("gate")
-        return admitted if isinstance(admitted, _Admission) else None
-
-    def call_started(self, scope: Scope) -> _Admission | None:
-        """A provider call of the request of ``scope`` starts: pair with :meth:`call_ended` when it returns."""
-        admission = self.admission(scope)
-        if admission is not None:
-            admission.running += 1
-        return admission
-
-    def call_ended(self, admission: _Admission) -> None:
-        """A provider call :meth:`call_started` counted has returned (its thread is free)."""
-        admission.running -= 1
-        self._settle(admission)
-
-    def reserve(self, scope: Scope, extra: int) -> None:
-        """Count ``extra`` more requests in flight for the caller the gate admitted with ``scope``.
-
-        For a batch, whose items past the first count as requests of their own:
-        the caller's bound and the service's total apply to them as to separate
-        requests. They go back with the request's own slot.
-
-        :raises _HttpError: 503 with ``Retry-After``, as the gate's own refusals, when they do not fit.
-        """
-        admission = self.admission(scope)
-        if admission is None:
-            return  # not admitted by this gate (the app served without it): nothing counted
-        key, bound, setting = admission.key, admission.bound, admission.setting
-        items = extra + 1
-        held = self.per_client.get(key, 0)
-        total = self.settings.max_concurrent
-        refusal = ""
-        if self.in_flight + extra > total:
-            refusal = (
-                f"this batch of {items} items counts as {items} requests, which with the others in flight is "
-                f"over the service's limit of {total} concurrent requests (server.max_concurrent)"
-                f"{self._outlived_note()}: retry shortly, or send fewer items per batch"
-            )
-        elif held + extra > bound:
-            who = "requests without a valid token have" if key == "anonymous" else "this client has"
-            others = f" and {who} {held - 1} more in flight" if held > 1 else ""
-            refusal = (
-                f"this batch of {items} items counts as {items} requests{others}{self._outlived_note(key)}: "
-                f"over the limit of {bound} (server.{setting}); send at most {bound} items per batch, or wait "
-                "for the others to finish, then retry"
-            )
-        if refusal:
-            raise _HttpError(503, UpstreamError(refusal), {"Retry-After": "1"})
-        self._take(admission, extra)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 0
-
-        async def send_logged(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            if scope.get("path") in _UNBOUNDED:
-                await self.app(scope, receive, send_logged)
-                return
-            admission = _Admission(*self._client(scope))
-            key, bound, setting = admission.key, admission.bound, admission.setting
-            refusal = ""
-            if self.in_flight >= self.settings.max_concurrent:
-                refusal = (
-                    f"the service is at its limit of {self.settings.max_concurrent} concurrent requests "
-                    f"(server.max_concurrent){self._outlived_note()}: retry shortly"
-                )
-            elif self.per_client.get(key, 0) >= bound:
-                who = "requests without a valid token" if key == "anonymous" else "this client"
-                refusal = (
-                    f"{who} already have {bound} requests in flight (server.{setting}){self._outlived_note(key)}: "
-                    "wait for them to finish, then retry"
-                )
-            if refusal:
-                response = _error_response(503, UpstreamError(refusal), {"Retry-After": "1"})
-                await response(scope, receive, send_logged)
-                return
-            scope.setdefault("memvault", {})["gate"] = admission
-            self._take(admission, 1)
-            try:
-                await self.app(scope, receive, send_logged)
-            finally:
-                admission.over = True
-                self._settle(admission)
-        finally:
-            client = scope.get("client")
-            peer = f"{client[0]}:{client[1]}" if client else "-"
-            token = scope.get("memvault", {}).get("token", "-")
-            items = scope.get("memvault", {}).get("items")
-            log.info(
-                "%s %s %s %d %.1fms token=%s%s",
-                peer,
-                scope.get("method", "-"),
-                scope.get("path", "-"),
-                status,
-                (time.perf_counter() - started) * 1000,
-                token,
-                "" if items is None else f" items={items}",
-            )
+_Admission = Admission
+_Gate = RequestGate
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -921,5 +659,6 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
         Route(f"{API_PREFIX}/openapi.json", _guard(service.openapi), methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
-    service.gate = _Gate(app, settings, service.tokens)
+    service.gate = RequestGate(app, settings, service.tokens, exempt=_exempt, prefix="server", log=log)
+    service.provider_calls.gate = service.gate
     return service.gate

@@ -581,9 +581,57 @@ def _with_batch_503(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-def openapi_document() -> dict[str, Any]:
-    """A fresh copy of the document (callers may mutate it)."""
-    return copy.deepcopy(_DOCUMENT)
+def _links(document: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI links from a retain to what reads, searches and forgets the document it wrote.
+
+    They say how the operations chain (schemathesis's stateful phase follows them):
+    a retain's workspace and tier are what ``read`` addresses; its ``id`` is what
+    ``forget`` removes; its workspace is where ``recall`` searches, for what it wrote.
+    """
+    # Only fields every retain the service accepts carries: a link naming a field the retain left out
+    # (agent_id on a crew tier, crew_id on an agent tier, key) cannot be resolved, and the tool then
+    # reports the link as broken. The target's other fields are the tool's own.
+    partition = {name: f"$request.body#/{name}" for name in ("workspace_id", "tier")}
+    owner = {"workspace_id": "$request.body#/workspace_id"}
+    links = {
+        "ReadTheRetainedDocument": {
+            "operationId": "read",
+            "requestBody": partition,
+            "description": "The document this retain wrote, whole.",
+        },
+        "RecallFromTheRetainedDocument": {
+            "operationId": "recall",
+            "requestBody": {**owner, "query": "$request.body#/content"},
+            "description": "A search of the workspace this retain wrote to, for what it wrote.",
+        },
+        "ForgetTheRetainedDocument": {
+            "operationId": "forget",
+            "requestBody": {**owner, "id": "$response.body#/id"},
+            "description": "Forget the document this retain wrote (its id is the result's id).",
+        },
+    }
+    document["paths"]["/v1/retain"]["post"]["responses"]["200"]["links"] = links
+    return document
 
 
-_DOCUMENT: Final = _with_batch_503(_build())
+def openapi_document(settings: ServerSettings | None = None) -> dict[str, Any]:
+    """A fresh copy of the document (callers may mutate it), its limits those of ``settings``.
+
+    :param settings: the service's settings (their defaults when ``None``): the
+        document states the batch size the service will take with them
+        (:attr:`ServerSettings.batch_items_limit`), never more.
+    """
+    document = copy.deepcopy(_DOCUMENT)
+    limit = (settings or _DEFAULT_SETTINGS).batch_items_limit
+    items = document["components"]["schemas"]["RetainBatchRequest"]["properties"]["items"]
+    items["maxItems"] = limit
+    items["description"] = (
+        f"1 to {limit} retain requests (with this service's settings: server.max_batch_items, and no more "
+        "than server.max_per_token and server.max_concurrent, since each item counts as one request in "
+        "flight), retained in order; more is a 400 that names the limit"
+    )
+    return document
+
+
+_DEFAULT_SETTINGS: Final = ServerSettings()
+_DOCUMENT: Final = _links(_with_batch_503(_build()))

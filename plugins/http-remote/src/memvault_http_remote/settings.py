@@ -12,7 +12,8 @@
     max_concurrent = 64               # requests in flight in total; 503 past it
     max_per_token = 16                # requests in flight per token (per peer without tokens); 503 past it
     max_unauthenticated = 8           # requests in flight without a valid token; 503 past it
-    max_batch_items = 64              # retains per POST /v1/retain/batch (each counts as a request); 400 past it
+    max_batch_items = 64              # retains per POST /v1/retain/batch, at most max_per_token (each item counts
+                                      # as a request in flight); 400 past the smaller of the two
     health_interval = 1.0             # seconds one health probe answers every /v1/health
     health_timeout = 5.0              # a probe running longer than this reports ok: false
     health_rate = 50.0                # health answers per second at most (callers wait their turn, <= 0.25 s)
@@ -134,6 +135,16 @@ class ServerSettings:
     health_timeout: float = field(default=5.0, validator=_positive)
     health_rate: float = field(default=50.0, validator=_positive)
     shutdown_grace: float = field(default=30.0, validator=_positive)
+
+    @property
+    def batch_items_limit(self) -> int:
+        """The most retains one ``POST /v1/retain/batch`` can carry with these settings.
+
+        ``max_batch_items``, and no more than one caller may have in flight (each item
+        counts as a request: ``max_per_token``, and the total ``max_concurrent``). The
+        OpenAPI document publishes this number; a larger batch is a 400 saying so.
+        """
+        return min(self.max_batch_items, self.max_per_token, self.max_concurrent)
 
     @classmethod
     def from_table(cls, table: dict[str, Any], *, source: str = "memvault.toml") -> ServerSettings:

@@ -43,6 +43,7 @@ def _resolve_config(
             principal=overrides.get("principal", config.principal),
             tokens_file=config.tokens_file,
             source=config.source,
+            http=config.http,
         )
     return config
 
@@ -190,5 +191,14 @@ def _serve_http(
     describe = f"{http_path}, slots {_slot_summary(config)}, " + (
         f"{len(tokens.entries)} token(s)" if tokens else "NO AUTH"
     )
-    run_http(service, tokens, host=host, port=port, path=http_path, open_principal=config.principal, describe=describe)
+    run_http(
+        service,
+        tokens,
+        host=host,
+        port=port,
+        path=http_path,
+        open_principal=config.principal,
+        describe=describe,
+        limits=config.http,
+    )
     click.echo("memvault mcp: stopped", err=True)

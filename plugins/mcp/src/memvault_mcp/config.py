@@ -14,12 +14,25 @@ A TOML file (``memvault mcp --slots mcp.toml``)::
     scope = "principal"                      # principal | session | value (then: value = "...")
     kind = "memory"                          # memory | notes
 
+    [http]                                   # --transport http only; every key optional
+    body_timeout = 5.0                       # seconds for a request's head, then its whole body; 408 past it
+    max_body_bytes = 4194304                 # 413 above this, checked while the body streams
+    request_timeout = 30.0                   # seconds a provider may take per MCP request; timeout error past it
+    max_concurrent = 64                      # requests in flight (and provider threads) in total; 503 past it
+    max_per_token = 16                       # requests in flight per token (per peer without tokens); 503 past it
+    max_unauthenticated = 8                  # requests in flight without a valid token; 503 past it
+    max_per_slot = 16                        # tool calls in flight per slot; a tool error past it
+    max_sessions = 1024                      # stateful MCP sessions open in total; 503 past it
+    max_sessions_per_token = 32              # stateful MCP sessions open per token; 429 past it
+    session_idle_timeout = 300.0             # seconds a session may stay idle before it is closed
+
 Unknown keys are rejected with the key named; every error is an
 :class:`memvault.InvalidRequest` that says how to fix it.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +41,7 @@ from typing import Any, Final, Literal
 from attrs import field, frozen
 
 from memvault import InvalidRequest
+from memvault.contract.wire import structure
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,6 +51,7 @@ else:  # pragma: no cover - Python 3.10
 __all__ = [
     "DEFAULT_PRINCIPAL",
     "DEFAULT_SLOT",
+    "HttpLimits",
     "ServerConfig",
     "SlotConfig",
     "load_server_config",
@@ -63,7 +78,7 @@ _SLOT_KEYS: Final = (
     "kind",
     "recall_limit",
 )
-_TOP_KEYS: Final = ("workspace", "principal", "tokens_file", "slots")
+_TOP_KEYS: Final = ("workspace", "principal", "tokens_file", "slots", "http")
 
 
 @frozen(kw_only=True)
@@ -90,6 +105,35 @@ class SlotConfig:
     recall_limit: int = 5
 
 
+def _positive(instance: object, attribute: Any, value: Any) -> None:
+    # `not 0 < value < inf`: nan (which TOML allows) fails it too, as does inf (a timeout that never ends).
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InvalidRequest(
+            f"[http] {attribute.name} must be a positive, finite number, got {value!r}", field=attribute.name
+        )
+
+
+@frozen(kw_only=True)
+class HttpLimits:
+    """The ``[http]`` table: the limits ``memvault mcp --transport http`` holds its callers to.
+
+    The request limits are those of ``memvault serve`` (the same implementation,
+    :mod:`memvault_http_remote.limits`); ``max_per_slot`` and the session limits are
+    the MCP server's own. docs/agent-builders/mcp.md says what a client sees past each.
+    """
+
+    body_timeout: float = field(default=5.0, validator=_positive)
+    max_body_bytes: int = field(default=4 * 1024 * 1024, validator=_positive)
+    request_timeout: float = field(default=30.0, validator=_positive)
+    max_concurrent: int = field(default=64, validator=_positive)
+    max_per_token: int = field(default=16, validator=_positive)
+    max_unauthenticated: int = field(default=8, validator=_positive)
+    max_per_slot: int = field(default=16, validator=_positive)
+    max_sessions: int = field(default=1024, validator=_positive)
+    max_sessions_per_token: int = field(default=32, validator=_positive)
+    session_idle_timeout: float = field(default=300.0, validator=_positive)
+
+
 @frozen(kw_only=True)
 class ServerConfig:
     """What ``memvault mcp`` serves."""
@@ -99,6 +143,7 @@ class ServerConfig:
     principal: str = DEFAULT_PRINCIPAL
     tokens_file: str = ""
     source: str = ""
+    http: HttpLimits = field(factory=HttpLimits)
 
 
 def _where(source: str, index: int | None = None) -> str:
@@ -164,6 +209,12 @@ def _slot(table: object, index: int, source: str) -> SlotConfig:
     )
 
 
+def _http(table: object, where: str) -> HttpLimits:
+    if not isinstance(table, Mapping):
+        raise InvalidRequest(f"{where}: 'http' must be a table ([http] with body_timeout = ...)", field="http")
+    return structure(dict(table), HttpLimits, what=f"{where} [http]")
+
+
 def parse_server_config(data: Mapping[str, Any], *, source: str = "") -> ServerConfig:
     """Validate a parsed configuration table.
 
@@ -194,6 +245,7 @@ def parse_server_config(data: Mapping[str, Any], *, source: str = "") -> ServerC
         principal=principal,
         tokens_file=_string(data, "tokens_file", where),
         source=source,
+        http=_http(data.get("http", {}), where),
     )
 
 

@@ -201,11 +201,20 @@ class MemoryService:
         """
         tools: list[dict[str, Any]] = []
         for slot in self._visible(caller):
-            try:
-                tools.extend(self._start(caller, slot).tools.to_mcp())
-            except MemvaultError as exc:
-                log.warning("slot %r left out of tools/list: %s: %s", slot.name, type(exc).__name__, exc)
+            tools.extend(self.slot_tools(caller, slot))
         return tools
+
+    def visible_slots(self, caller: Caller) -> list[Slot]:
+        """The slots served to ``caller`` (those on a workspace its token may touch)."""
+        return self._visible(caller)
+
+    def slot_tools(self, caller: Caller, slot: Slot) -> list[dict[str, Any]]:
+        """One slot's part of :meth:`list_tools` (none when its provider fails, which is logged)."""
+        try:
+            return self._start(caller, slot).tools.to_mcp()
+        except MemvaultError as exc:
+            log.warning("slot %r left out of tools/list: %s: %s", slot.name, type(exc).__name__, exc)
+            return []
 
     def call_tool(self, caller: Caller, name: str, arguments: object) -> ToolResult:
         """Run one tool call; never raises: every failure is an error :class:`ToolResult`."""
