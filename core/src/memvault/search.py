@@ -723,18 +723,61 @@ def rank_candidates(
     # The rules, line by line (BM25 over the query's terms with labels, the best neighbour,
     # the document's coverage, phrase lines first), are those of the reference ranking in
     # core/tests/test_search_ranking.py, which a test compares this with. Here they run a
-    # column at a time: each step is one pass of C-level iterators (map, zip, compress) over
-    # the candidates, arithmetic that depends on few values (a line's term counts and length,
-    # a document's terms) is done once per distinct value, and the neighbour signal only for
-    # lines that have a neighbour, all in the reference's order of operations, so every
-    # float equals the reference's.
-    n_terms = len(wanted)
-    indices = range(n_terms)
-    padded_terms = [f" {t} " for t in wanted]
+    # column at a time, in the named steps below: each step is one pass of C-level iterators
+    # (map, zip, compress) over the candidates, arithmetic that depends on few values (a line's
+    # term counts and length, a document's terms) is done once per distinct value, and the
+    # neighbour signal only for lines that have a neighbour, all in the reference's order of
+    # operations, so every float equals the reference's.
     line_ids, docs, labels, numbers, words, lengths = zip(*rows, strict=True)
     padded = [f" {w} " for w in words]
+    columns = _term_columns(query, wanted, padded, term_counts)
+    if len(columns.lines_holding_any) < len(padded):  # the index said it matched; trust only our own terms (P17)
+        keep = [any(held) for held in zip(*columns.counts, strict=True)]
+        return rank_candidates(
+            query,
+            list(compress(rows, keep)),
+            line_count=line_count,
+            term_count=term_count,
+            limit=limit,
+            texts=texts,
+            df=df,
+            max_chars=max_chars,
+            term_counts=None if term_counts is None else list(compress(term_counts, keep)),
+        )
+    held = [len(found) for found in columns.holders]
+    scored, idf = _term_weights(wanted, columns, df if df is not None else held, line_count)
+    shapes = list(zip(*scored, lengths, strict=True))
+    relative_of, own_of = _bm25_by_shape(shapes, idf, line_count=line_count, term_count=term_count, n=len(padded))
+    weighted_cover = _document_cover(docs, columns.holders, idf)
+    blended = _blend_neighbours(docs, numbers, shapes, relative_of, own_of, weighted_cover)
+    _favour_named_dates(query, docs, labels, blended)
+    # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
+    if min(blended) < 1e-5 or max(blended) > 1.0:
+        blended = list(map(min, map(max, blended, repeat(1e-5)), repeat(1.0)))
+    maybe = _may_hold_phrase(query, columns, padded, max_chars)
+    return _best_lines(query, blended, maybe, labels, numbers, line_ids, limit=limit, texts=texts)
+
+
+@frozen(kw_only=True)
+class _TermColumns:
+    """Each query term's count in each candidate line, and the positions of the lines holding it."""
+
+    padded_terms: list[str]
+    counts: list[list[int]]
+    holders: list[list[int]]
+    holding: list[list[str]]  # the padded index words of the lines holding each term
+
+    @property
+    def lines_holding_any(self) -> set[int]:
+        return set(self.holders[0]) if len(self.holders) == 1 else set().union(*self.holders)
+
+
+def _term_columns(
+    query: Query, wanted: Sequence[str], padded: Sequence[str], term_counts: Sequence[dict[str, int]] | None
+) -> _TermColumns:
+    """Step 1: count each term in each line (one scan of each line, or the caller's term counts)."""
     n = len(padded)
-    # Each term's count in each line (one scan of each line), and the positions of the lines holding it.
+    padded_terms = [f" {t} " for t in wanted]
     counts: list[list[int]] = []
     holders: list[list[int]] = []
     holding: list[list[str]] = []
@@ -756,52 +799,46 @@ def rank_candidates(
         counts.append(column)
         holders.append(found)
         holding.append(lines)
-    if n_terms == 1:
-        kept = len(holders[0])
-    else:
-        kept = len(set().union(*holders))
-    if kept < n:  # the index said it matched; trust only our own terms (P17)
-        keep = [any(held) for held in zip(*counts, strict=True)]
-        return rank_candidates(
-            query,
-            list(compress(rows, keep)),
-            line_count=line_count,
-            term_count=term_count,
-            limit=limit,
-            texts=texts,
-            df=df,
-            max_chars=max_chars,
-            term_counts=None if term_counts is None else list(compress(term_counts, keep)),
-        )
-    held = [len(found) for found in holders]
-    if df is None:
-        df = held
-    # A term beginning many candidate lines labels them: it counts once, where it begins a line.
-    scored = list(counts)
+    return _TermColumns(padded_terms=padded_terms, counts=counts, holders=holders, holding=holding)
+
+
+def _term_weights(
+    wanted: Sequence[str], columns: _TermColumns, df: Sequence[int], line_count: int
+) -> tuple[list[list[int]], list[float]]:
+    """Step 2: each term's counts as scored (a label term counts once, where it begins a line) and its idf."""
+    n = len(columns.counts[0])
+    scored = list(columns.counts)
     label_terms: list[int] = []
-    for i in indices:
-        if held[i] >= LABEL_MIN_LINES:
-            begins = list(map(str.startswith, holding[i], repeat(padded_terms[i])))
+    for i in range(len(wanted)):
+        held = len(columns.holders[i])
+        if held >= LABEL_MIN_LINES:
+            begins = list(map(str.startswith, columns.holding[i], repeat(columns.padded_terms[i])))
             leading = begins.count(True)
-            if leading >= LABEL_MIN_LINES and 2 * leading >= held[i]:
+            if leading >= LABEL_MIN_LINES and 2 * leading >= held:
                 label_terms.append(i)
                 scored[i] = [0] * n
-                list(map(scored[i].__setitem__, compress(holders[i], begins), repeat(1)))
+                list(map(scored[i].__setitem__, compress(columns.holders[i], begins), repeat(1)))
     n_lines = max(line_count, n)
-    avg_len = max(term_count, 1) / max(n_lines, 1)
     idf = [math.log(1.0 + (n_lines - d + 0.5) / (d + 0.5)) for d in df]
     for i in label_terms:
         idf[i] = LABEL_IDF
+    return scored, idf
+
+
+def _bm25_by_shape(
+    shapes: Sequence[tuple[int, ...]], idf: Sequence[float], *, line_count: int, term_count: int, n: int
+) -> tuple[dict[tuple[int, ...], float], dict[tuple[int, ...], float]]:
+    """Step 3: BM25 relative to the best the query could reach, once per distinct (term counts, length)
+    shape, and its share in a line's own score: ``(relative_of, own_of)``."""
+    n_lines = max(line_count, n)
+    avg_len = max(term_count, 1) / max(n_lines, 1)
     best_possible = sum(idf) * (BM25_K1 + 1.0) or 1.0
-    total_idf = sum(idf) or 1.0
     norm_a = BM25_K1 * (1.0 - CANDIDATE_BM25_B)
     norm_b = BM25_K1 * CANDIDATE_BM25_B / avg_len
     # Normalised up front: relative = sum(weight * tf / (tf + norm)), capped at 1.
     weight = [w * (BM25_K1 + 1.0) / best_possible for w in idf]
     own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
-
-    # A line's BM25 depends only on its term counts and its length: computed once per distinct pair.
-    shapes = list(zip(*scored, lengths, strict=True))
+    indices = range(len(idf))
     relative_of: dict[tuple[int, ...], float] = {}
     own_of: dict[tuple[int, ...], float] = {}
     for shape in set(shapes):
@@ -813,7 +850,13 @@ def rank_candidates(
                 score += weight[i] * tf / (tf + norm)
         relative_of[shape] = score = score if score < 1.0 else 1.0
         own_of[shape] = own_weight * score
-    # A document's coverage: the idf of the query terms its candidate lines hold, by the set of them.
+    return relative_of, own_of
+
+
+def _document_cover(docs: Sequence[int], holders: Sequence[list[int]], idf: Sequence[float]) -> dict[int, float]:
+    """Step 4: each document's coverage of the query (the idf of the terms its candidate lines hold),
+    weighted by DOCUMENT_WEIGHT; computed once per set of terms."""
+    total_idf = sum(idf) or 1.0
     masks = dict.fromkeys(docs, 0)
     for i, found in enumerate(holders):
         bit = 1 << i
@@ -821,10 +864,22 @@ def rank_candidates(
             masks[doc] |= bit
     cover_of: dict[int, float] = {}
     for mask in set(masks.values()):
-        cover_of[mask] = sum(idf[i] for i in indices if mask >> i & 1) / total_idf
-    doc_cover = {doc: cover_of[mask] for doc, mask in masks.items()}
-    weighted_cover = {doc: DOCUMENT_WEIGHT * cover for doc, cover in doc_cover.items()}
-    # The neighbour signal: the best of the candidate lines one and two away in the same document.
+        cover_of[mask] = sum(idf[i] for i in range(len(idf)) if mask >> i & 1) / total_idf
+    return {doc: DOCUMENT_WEIGHT * cover_of[mask] for doc, mask in masks.items()}
+
+
+def _blend_neighbours(
+    docs: Sequence[int],
+    numbers: Sequence[int],
+    shapes: Sequence[tuple[int, ...]],
+    relative_of: Mapping[tuple[int, ...], float],
+    own_of: Mapping[tuple[int, ...], float],
+    weighted_cover: Mapping[int, float],
+) -> list[float]:
+    """Step 5: a line's score from its own BM25, its best neighbour (one and two lines away in the same
+    document) and its document's coverage."""
+    n = len(docs)
+    own_weight = 1.0 - NEIGHBOUR_WEIGHT - DOCUMENT_WEIGHT
     # Keys doc * span + line: a document's lines, and those up to two lines beyond them, never meet
     # another document's lines.
     span = max(numbers) - min(numbers) + 5
@@ -856,29 +911,50 @@ def rank_candidates(
         cover = map(weighted_cover.__getitem__, map(docs.__getitem__, at))
         with_neighbour = map(add, map(add, own, map(mul, repeat(NEIGHBOUR_WEIGHT), neighbour)), cover)
         list(map(blended.__setitem__, at, with_neighbour))
-    # Lines of documents of a date the query names (none: no query date, the common case, costs nothing more).
+    return blended
+
+
+def _favour_named_dates(query: Query, docs: Sequence[int], labels: Sequence[str], blended: list[float]) -> None:
+    """Step 6: lines of daily documents of a date the query names gain DATE_WEIGHT (no date named,
+    the common case, costs nothing more)."""
     dates = query_dates(query.text) if not _MONTH_PREFIXES.isdisjoint(t[:3] for t in query.phrase) else ()
     if dates:
         dated = {doc for doc, label in dict(zip(docs, labels, strict=True)).items() if names_date(dates, label)}
         for i, doc in enumerate(docs):
             if doc in dated:
                 blended[i] += DATE_WEIGHT
-    # The floor keeps every returned line's rounded score above 0 (and phrase lines above 0.5).
-    if min(blended) < 1e-5 or max(blended) > 1.0:
-        blended = list(map(min, map(max, blended, repeat(1e-5)), repeat(1.0)))
 
-    # Only a line holding every query term, and their index words in the phrase's order, can hold
-    # the phrase: read and tokenise those, best first, until `limit` of them hold it (or none are left).
-    if n_terms == 1:
+
+def _may_hold_phrase(query: Query, columns: _TermColumns, padded: Sequence[str], max_chars: int | None) -> list[int]:
+    """Step 7: the lines that may hold the query's phrase: those holding every term, their index words
+    in the phrase's order (only reading a line's text can confirm it)."""
+    holders = columns.holders
+    if len(holders) == 1:
         every = holders[0]
     else:
         every = sorted(set(holders[0]).intersection(*holders[1:]))
     phrase_words = f" {' '.join(_token_term(t, max_chars) for t in query.phrase)} "
-    maybe: list[int] = []
-    if phrase_words in padded_terms:  # a one-word phrase: every line holding the terms holds its word
-        maybe = every
-    elif query.phrase:
-        maybe = list(compress(every, map(str.__contains__, map(padded.__getitem__, every), repeat(phrase_words))))
+    if phrase_words in columns.padded_terms:  # a one-word phrase: every line holding the terms holds its word
+        return every
+    if query.phrase:
+        return list(compress(every, map(str.__contains__, map(padded.__getitem__, every), repeat(phrase_words))))
+    return []
+
+
+def _best_lines(
+    query: Query,
+    blended: Sequence[float],
+    maybe: Sequence[int],
+    labels: Sequence[str],
+    numbers: Sequence[int],
+    line_ids: Sequence[int],
+    *,
+    limit: int,
+    texts: Callable[[Sequence[int]], Mapping[int, tuple[str, str]]],
+) -> list[RecallSnippet]:
+    """Step 8: confirm phrase lines best first (reading their text) until ``limit`` hold it, rank them
+    above the lines that only share terms, and build the hits (reading only the lines returned)."""
+    n = len(blended)
     # (-blended, label, line, line id): best first in natural order.
     maybe_phrase = sorted(_entries(maybe, blended, labels, numbers, line_ids))
     # Of the other lines, only those at least as good as the limit-th best can be among the best `limit`.
