@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,21 +89,44 @@ def replace_with_garbage(path: Path) -> None:
     os.replace(new, path)
 
 
+def overwrite_with_garbage(path: Path) -> None:
+    """Write non-database bytes into the file itself (the same file, not a new one at its path), from another
+    process (never open the live file in this one). The WAL is emptied first, as above."""
+    conn = sqlite3.connect(str(path))
+    assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    conn.close()
+    script = "import sys\nwith open(sys.argv[1], 'r+b') as f:\n    f.write(b'this is no database ' * 400)\n"
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
+
+
 #: Writes go through the provider's writer thread, whose connection predates the garbage; the
 #: failing-trigger tests below make SQLite fail inside them instead.
 READERS_AND_FORGET = sorted(set(HOOKS) - {"retain", "quarantine_keep"})
 
 
 @pytest.mark.parametrize("verb", READERS_AND_FORGET)
-def test_file_replaced_by_garbage_is_upstream_error_from_the_hook(
+def test_file_overwritten_with_garbage_is_upstream_error_from_the_hook(
     provider: SqliteProvider, db_path: Path, verb: str
 ) -> None:
-    replace_with_garbage(db_path)
+    overwrite_with_garbage(db_path)
     raised = in_new_thread(lambda: HOOKS[verb](provider))
     assert isinstance(raised, memvault.UpstreamError), repr(raised)
     assert verb in str(raised)
     assert "not a SQLite database" in str(raised)
     assert isinstance(raised.__cause__, sqlite3.DatabaseError)
+
+
+@pytest.mark.parametrize("verb", sorted(HOOKS))
+def test_file_replaced_by_garbage_is_upstream_error_from_the_hook(
+    provider: SqliteProvider, db_path: Path, verb: str
+) -> None:
+    # A new file at the path: refused before SQLite reads it (test_file_swap.py has the rest).
+    replace_with_garbage(db_path)
+    raised = in_new_thread(lambda: HOOKS[verb](provider))
+    assert isinstance(raised, memvault.UpstreamError), repr(raised)
+    assert verb in str(raised)
+    assert "replaced" in str(raised)
+    assert str(db_path) in str(raised)
 
 
 def test_health_reports_garbage_instead_of_raising(provider: SqliteProvider, db_path: Path) -> None:

@@ -12,7 +12,9 @@ provider's hook methods): the core never sees a raw ``sqlite3.Error``
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import logging
 import math
 import os
 import random
@@ -32,6 +34,8 @@ from memvault.contract.models import HealthStatus
 from memvault_sqlite import schema
 
 __all__ = ["MEMORY", "Database", "is_busy", "newer_message", "translated"]
+
+log = logging.getLogger("memvault_sqlite")
 
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -268,6 +272,49 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
+#: The files SQLite keeps beside a database in WAL mode, found by name.
+_COMPANIONS: Final = ("-wal", "-shm")
+#: Connections that could not be closed without SQLite touching the path (see _close_without_checkpoint).
+_NEVER_CLOSED: list[sqlite3.Connection] = []
+_SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE: Final = 1006
+
+
+def _during(verb: str) -> str:
+    return f" during {verb}" if verb else ""
+
+
+def _close_without_checkpoint(conn: sqlite3.Connection) -> None:
+    """Close ``conn`` so that SQLite neither checkpoints nor deletes the ``-wal``/``-shm`` by name.
+
+    Python 3.12 and later turn SQLite's checkpoint-on-close off for the connection
+    (``SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE``): it then closes its descriptors only. Earlier
+    Pythons cannot, so the connection is kept open until the process ends (it is never
+    deallocated, so never closed; the descriptors go with the process, and SQLite does
+    nothing at exit).
+    """
+    setconfig = getattr(conn, "setconfig", None)
+    if setconfig is not None:
+        try:
+            setconfig(getattr(sqlite3, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", _SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE), True)
+        except sqlite3.Error:
+            pass
+        else:
+            with suppress(sqlite3.Error):
+                conn.close()
+            return
+    _NEVER_CLOSED.append(conn)
+    with suppress(AttributeError, OSError):  # CPython: a reference no interpreter shutdown releases
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
+
+
+class _FileSwapped(UpstreamError):
+    """The path names another file than the one the vault opened (an ``UpstreamError``: callers see that)."""
+
+    def __init__(self, message: str, verb: str) -> None:
+        super().__init__(message)
+        self.verb = verb
+
+
 class _Write:
     """One caller's write waiting for its group commit."""
 
@@ -353,8 +400,14 @@ class Database:
         # honour busy_timeout: serialise instead.
         self._memory_lock = threading.RLock() if self.memory else None
         self.closed = False
-        #: (st_dev, st_ino) of the file once opened: health notices a file replaced under the vault.
+        #: (st_dev, st_ino) of the file once opened: every use of a connection checks that the path still
+        #: names it (:meth:`check_file`), and health reports a file replaced under the vault.
         self.identity: tuple[int, int] | None = None
+        #: (st_dev, st_ino) of the ``-wal`` and ``-shm`` beside the file while this process has it open.
+        self._companions: dict[str, tuple[int, int]] = {}
+        #: Why the path no longer names the file the vault opened (it was replaced, moved or deleted):
+        #: set once, then every call refuses and close() never lets SQLite touch the path.
+        self.swapped: str | None = None
         self._writers = _queue_for(self._uri)
         # Group commit: writes queued for the writer thread, which commits them in batches.
         self._pending: deque[_Write] = deque()
@@ -410,23 +463,109 @@ class Database:
                     "lose data: open the vault in the child without forking from inside a vault call, or use "
                     "multiprocessing's 'spawn' or 'forkserver' start method"
                 )
+            self.check_file()
             conn = self.connect()
+            try:
+                # The first read opens the -wal and -shm (by name): checked again after it, so every
+                # connection kept holds the file and the log of one moment.
+                conn.execute("PRAGMA schema_version").fetchone()
+                self.check_file()
+            except MemvaultError:
+                _close_without_checkpoint(conn)
+                raise
+            except BaseException:
+                conn.close()
+                raise
             local.conn = conn
             local.generation = self._generation
             with self._conn_lock:
+                first = not self._connections
                 dead = [c for t, c in self._connections if not t.is_alive()]
                 self._connections = [(t, c) for t, c in self._connections if t.is_alive()]
                 self._connections.append((threading.current_thread(), conn))
             for old in dead:
                 with suppress(sqlite3.Error):
                     old.close()
+            if first and self.identity is not None:
+                # The process had no connection open (after a fork's close): SQLite may have deleted
+                # the -wal and -shm, and this connection's first read made them afresh.
+                self._remember_companions()
+        else:
+            self.check_file()
         return conn
 
     def remember_identity(self) -> None:
-        """Note which file the path names now (``stat``, never ``open``)."""
+        """Note which file the path names now, and its ``-wal`` and ``-shm`` (``stat``, never ``open``)."""
         if not self.memory:
             st = os.stat(self.path)
             self.identity = (st.st_dev, st.st_ino)
+            self._remember_companions()
+
+    def _remember_companions(self) -> None:
+        found = {}
+        for suffix in _COMPANIONS:
+            with suppress(OSError):
+                st = os.stat(self.path + suffix)
+                found[suffix] = (st.st_dev, st.st_ino)
+        self._companions = found
+
+    def check_file(self, verb: str = "") -> None:
+        """Refuse (``UpstreamError``) when the path no longer names the file this vault opened.
+
+        Called whenever a thread takes its connection (every verb, the committer, the background
+        merge and scrub), and before a write group's ``COMMIT``: one ``stat``.
+        A connection keeps the file it opened, while its ``-wal`` and ``-shm`` are found by name;
+        after a restored backup is moved over the path, a connection opened now would read the old
+        file's log as the new file's, and the old connections' commits and checkpoints would reach
+        the ``-wal``/``-shm`` the new file is opened with. Once noticed, the vault refuses for good
+        and removes the old file's own ``-wal`` and ``-shm`` from beside the new one (see
+        :meth:`_let_go_of_companions`).
+        """
+        if self.identity is None:
+            return  # in memory, or still opening
+        if self.swapped is None:
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                what = "deleted (or moved away)"
+            except OSError as exc:
+                raise UpstreamError(
+                    f"sqlite database {self.path} cannot be inspected{_during(verb)}: {exc}; fix the permissions "
+                    "of its directory, then retry"
+                ) from exc
+            else:
+                if (st.st_dev, st.st_ino) == self.identity:
+                    return
+                what = "replaced by another file"
+            with self._conn_lock:
+                first = self.swapped is None
+                if first:
+                    self.swapped = what
+            if first:
+                log.error("sqlite database %s was %s while a vault had it open", self.path, what)
+                self._let_go_of_companions()
+        raise _FileSwapped(self.swap_message(verb), verb)
+
+    def swap_message(self, verb: str = "") -> str:
+        return (
+            f"sqlite database {self.path} was {self.swapped} while this vault had it open (a restored backup "
+            f"moved over it?), so the vault refuses{' ' + verb if verb else ''}: its connections still hold the "
+            "old file, and nothing may reach the new one through them. Close the vault and open it again "
+            "(restart the service) to use the file the path names now"
+        )
+
+    def _let_go_of_companions(self) -> None:
+        """Remove the old file's ``-wal`` and ``-shm`` from the path, where the new file would take them for
+        its own (a new vault would replay the old file's log into it); never another file's.
+
+        The connections keep both open: :meth:`close` checkpoints what they hold into the old file.
+        """
+        for suffix, identity in self._companions.items():
+            name = self.path + suffix
+            with suppress(OSError):
+                st = os.stat(name)
+                if (st.st_dev, st.st_ino) == identity:
+                    os.unlink(name)
 
     def using(self) -> AbstractContextManager[None]:
         """Enter around a use of this database's connections outside :meth:`translating` (background
@@ -440,10 +579,15 @@ class Database:
             Otherwise only the forking thread's own and those of threads that have ended.
         """
         me = threading.current_thread()
+        with suppress(MemvaultError):
+            self.check_file("fork")
         with self._conn_lock:
             kept = []
             for thread, conn in self._connections:
                 if (quiet or thread is me or not thread.is_alive()) and not conn.in_transaction:
+                    if self.swapped is not None:
+                        _close_without_checkpoint(conn)
+                        continue
                     with suppress(sqlite3.Error):
                         conn.close()
                 else:
@@ -476,11 +620,36 @@ class Database:
             committer = self._committer
         if committer is not None and committer is not threading.current_thread():
             committer.join(self.timeout + 5.0)
+        if self.swapped is None:
+            with suppress(MemvaultError):
+                self.check_file("close")
         with self._conn_lock:
             conns, self._connections = self._connections, []
+        if self.swapped is not None:
+            self._close_after_swap([conn for _thread, conn in conns])
+            return
         for _thread, conn in conns:
             with suppress(sqlite3.Error):
                 conn.close()
+
+    def _close_after_swap(self, conns: list[sqlite3.Connection]) -> None:
+        """Close connections whose file the path no longer names, without SQLite touching the path.
+
+        The last connection to a file in WAL mode checkpoints its log into the file it holds (the
+        old one: harmless), then deletes the ``-wal`` and ``-shm`` *by name*: by now those may be
+        the restored backup's own log, or the files a new vault on the new file writes. So the
+        log is checkpointed into the old file here, explicitly (a file moved aside keeps every
+        acknowledged write), and each connection closes with SQLite's checkpoint-on-close turned
+        off, or, where this Python cannot turn it off (before 3.12), is never closed.
+        """
+        self._let_go_of_companions()
+        idle = [conn for conn in conns if not conn.in_transaction]
+        if idle:
+            with _GATE, suppress(sqlite3.Error):
+                idle[0].execute(f"PRAGMA busy_timeout = {_HEALTH_BUSY_MS}")
+                idle[0].execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        for conn in conns:
+            _close_without_checkpoint(conn)
 
     # -- transactions, retries, errors ----------------------------------------
 
@@ -561,6 +730,7 @@ class Database:
                 yield
                 if group.broken is not None:
                     raise self._as_memvault(group.broken, verb)
+                self.check_file(verb)
                 with self.translating(verb):
                     conn.execute("COMMIT")
             except BaseException:
@@ -577,6 +747,7 @@ class Database:
                 f"sqlite database {self.path}: an earlier write of this group failed its transaction "
                 f"during {verb}; nothing of the group is stored: retry"
             )
+        self.check_file(verb)
         with self.translating(verb):
             conn.execute("SAVEPOINT memvault_write")
         try:
@@ -727,6 +898,10 @@ class Database:
         with _GATE:
             try:
                 yield
+            except _FileSwapped as exc:
+                if exc.verb:
+                    raise
+                raise _FileSwapped(self.swap_message(verb), verb) from None  # now naming the operation
             except sqlite3.Error as exc:
                 raise self.error(verb, exc) from exc
             except OSError as exc:
@@ -784,17 +959,15 @@ class Database:
         if not os.access(path.parent, os.W_OK | os.X_OK):
             return HealthStatus(ok=False, message=f"the directory {path.parent} of the sqlite database is not writable")
         try:
-            st = os.stat(path)
+            self.check_file("health")  # replaced, moved or deleted since open: every verb refuses
+        except MemvaultError as exc:
+            return HealthStatus(ok=False, message=str(exc))
+        try:
+            os.stat(path)
         except FileNotFoundError:
             return HealthStatus(ok=False, message=f"the sqlite database file {path} is missing (deleted after open?)")
         except OSError as exc:
             return HealthStatus(ok=False, message=f"the sqlite database {path} cannot be inspected: {exc}")
-        if self.identity is not None and (st.st_dev, st.st_ino) != self.identity:
-            return HealthStatus(
-                ok=False,
-                message=f"the sqlite database file {path} was replaced by another file since the vault opened it "
-                "(it may not be a SQLite database): restore the file, or close and reopen the vault",
-            )
         # The probe below writes nothing that reaches the disk (it rolls back): look at the room left.
         with suppress(OSError):
             free = free_bytes(path.parent)
@@ -811,11 +984,16 @@ class Database:
         except sqlite3.Error as exc:
             return HealthStatus(ok=False, message=_probe_failure(path, exc))
         try:
-            return self._probe(conn, path)
+            status = self._probe(conn, path)
         except sqlite3.Error as exc:
-            return HealthStatus(ok=False, message=_probe_failure(path, exc))
-        finally:
-            conn.close()
+            status = HealthStatus(ok=False, message=_probe_failure(path, exc))
+        try:
+            self.check_file("health")  # the probe's connection may have met the new file: close it quietly
+        except MemvaultError as exc:
+            _close_without_checkpoint(conn)
+            return HealthStatus(ok=False, message=str(exc))
+        conn.close()
+        return status
 
     def _probe(self, conn: sqlite3.Connection, path: Path) -> HealthStatus:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])

@@ -121,6 +121,8 @@ class Merger:
                         if self._shards.get(shard, (0, 0.0))[0] == writes:
                             self._shards[shard] = (writes, time.monotonic())
                     continue
+                if self.db.swapped is not None:
+                    return  # the vault refuses for good (check_file logged why)
                 log.warning("sqlite database %s: merging search index shard %d failed: %s", self.db.path, shard, exc)
                 done = True  # not retried until the shard is written again
             if done:

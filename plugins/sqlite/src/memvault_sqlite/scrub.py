@@ -64,7 +64,7 @@ class Scrubber:
         except (sqlite3.Error, MemvaultError) as exc:
             log.warning("sqlite database %s: scrub of pending erasures failed, will retry: %s", self.db.path, exc)
             done = False
-        if not done:
+        if not done and self.db.swapped is None:  # a swapped file refuses every attempt: no retries
             self._start()
         return done
 
@@ -125,4 +125,6 @@ class Scrubber:
                 if self._attempt(0.0, busy_ms=BACKGROUND_BUSY_MS):
                     return
             except (sqlite3.Error, MemvaultError) as exc:
+                if self.db.swapped is not None:
+                    return  # the vault refuses for good (check_file logged why)
                 log.warning("sqlite database %s: background scrub failed, will retry: %s", self.db.path, exc)
