@@ -778,7 +778,9 @@ def _fused(
         low = pid << schema.LINE_BITS
         marks = ", ".join("?" * len(tier_values))
         for line_id, label, line_no, blob in conn.execute(
-            "SELECT v.line_id, d.label, l.line_no, v.vector FROM line_vectors AS v"
+            # NOT INDEXED: the partition's rowid range of the table itself (the model index would add a
+            # look-up per vector).
+            "SELECT v.line_id, d.label, l.line_no, v.vector FROM line_vectors AS v NOT INDEXED"
             " JOIN lines AS l ON l.id = v.line_id JOIN documents AS d ON d.id = l.document_id"
             f" WHERE v.line_id BETWEEN ? AND ? AND v.model = ? AND length(v.vector) = ? AND d.tier IN ({marks})",
             (low, low + (1 << schema.LINE_BITS) - 1, vector.model_id, size, *tier_values),
