@@ -315,6 +315,26 @@ def test_a_service_without_the_batch_route_gets_single_requests(held: tuple[Held
     assert [r for r in requests if r[0] == "/v1/retain"] == [("/v1/retain", 200, 1)] * 12
 
 
+def test_after_a_batch_over_the_service_s_limit_the_client_never_sends_one_again(
+    held: tuple[HeldProvider, memvault.Vault],
+) -> None:
+    """With max_per_token = 3, a batch of 4 can never be let in (400): the client reads the service's
+    published limit (the OpenAPI document's maxItems, 3) and its later batches carry at most 3 (#33)."""
+    provider, vault = held
+    service = _Service(vault, max_per_token=3)
+    try:
+        with memvault.open("http-remote", url=service.url) as client:
+            _queue_behind_a_held_retain(client, provider, _lines(4))
+            outcomes = client.retain_many(_lines(9, "m"))
+            assert client.provider.batch_max == 3
+    finally:
+        service.close()
+    assert all(isinstance(o, RetainResult) for o in outcomes), outcomes
+    batches = [r for r in service.log.retains() if r[0] == "/v1/retain/batch"]
+    assert [b for b in batches if b[1] == 400] == [("/v1/retain/batch", 400, 4)]
+    assert [b for b in batches if b[1] == 200] == [("/v1/retain/batch", 200, 3)] * 3
+
+
 def test_a_batch_the_gate_refuses_goes_out_as_single_requests(held: tuple[HeldProvider, memvault.Vault]) -> None:
     """A 503 for the whole batch (here: more items than max_per_token): each item gets the single route's answer."""
     provider, vault = held

@@ -43,7 +43,10 @@ request, outside the queue. A batch is retried as a single retain is
 have been applied). A batch the service refuses as a whole before running it
 (404 or 405 from a service without the route, remembered for the client's
 lifetime; 400, 413 or 503) is sent again as single requests, one per thread, so
-each item gets exactly what ``/v1/retain`` answers. A waiting thread waits at
+each item gets exactly what ``/v1/retain`` answers. After a 400 for a batch the
+client reads the most items the service takes (its OpenAPI document's
+``maxItems``, computed from its settings) and lowers ``batch_max`` to it, so it
+never again sends a batch the service can never take. A waiting thread waits at
 most the ``timeout`` of the request in flight plus its own batch's, then raises
 ``UpstreamTimeout`` (saying whether its append was sent).
 """
@@ -619,6 +622,8 @@ class HttpRemoteProvider:
         except _BatchRefused as refused:
             if refused.status in (404, 405):
                 self._batch_route = False  # an older service: every retain goes alone from now on
+            elif refused.status == 400 and len(batch) > 1:
+                self._learn_batch_limit(len(batch))
             return [_ALONE for _ in batch]
         except MemvaultError as exc:
             return [exc if index == 0 else _clone(exc) for index in range(len(batch))]
@@ -627,6 +632,25 @@ class HttpRemoteProvider:
             unreadable = f"{where} sent a batch answer memvault cannot read (not a list of {len(batch)} results)"
             return [UpstreamError(unreadable) for _ in batch]
         return [self._item_outcome(p.request, item, where) for p, item in zip(batch, results, strict=True)]
+
+    def _learn_batch_limit(self, refused: int) -> None:
+        """A batch of ``refused`` retains was a 400: lower ``batch_max`` to the service's published limit.
+
+        The service's OpenAPI document states the most items a batch may carry with its
+        settings (``maxItems``: no more than a token may have in flight). A service whose
+        ``max_per_token`` is under this client's ``batch_max`` refuses every full batch
+        with a 400 that could never change; from now on the batches fit. Anything
+        unreadable leaves ``batch_max`` as it was (the items still go alone).
+        """
+        try:
+            status, raw = self._send("GET", "/v1/openapi.json", None, self.timeout)
+            document = json.loads(raw) if status == 200 else None
+            schema = document["components"]["schemas"]["RetainBatchRequest"]["properties"]["items"]
+            limit = schema["maxItems"]
+        except (_ConnectFailed, OSError, http.client.HTTPException, ValueError, KeyError, TypeError):
+            return
+        if isinstance(limit, int) and not isinstance(limit, bool) and 1 <= limit < min(refused, self.batch_max + 1):
+            self.batch_max = limit
 
     def _item_outcome(self, request: RetainRequest, item: object, where: str) -> _Outcome:
         """One entry of a batch's ``results``: the result, or the error ``/v1/retain`` would have raised."""
