@@ -644,7 +644,9 @@ class HttpRemoteProvider:
         """
         try:
             status, raw = self._send("GET", "/v1/openapi.json", None, self.timeout)
-            document = json.loads(raw) if status == 200 else None
+            if status != 200:
+                return
+            document: Any = json.loads(raw)
             schema = document["components"]["schemas"]["RetainBatchRequest"]["properties"]["items"]
             limit = schema["maxItems"]
         except (_ConnectFailed, OSError, http.client.HTTPException, ValueError, KeyError, TypeError):
