@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 import pytest
 from mcp_support import DANA_TOKEN, EVE_TOKEN, OTHER_TOKEN, HttpServer, write_setup
 
@@ -97,7 +97,7 @@ def _headers(token: str, **extra: str) -> dict[str, str]:
     }
 
 
-def _initialize(http: httpx.Client, url: str, token: str) -> httpx.Response:
+def _initialize(http: httpx2.Client, url: str, token: str) -> httpx2.Response:
     """A client's opening request of a stateful session (the 2025 handshake), and nothing after it."""
     body = {
         "jsonrpc": "2.0",
@@ -108,7 +108,7 @@ def _initialize(http: httpx.Client, url: str, token: str) -> httpx.Response:
     return http.post(url, json=body, headers=_headers(token))
 
 
-def _call(http: httpx.Client, url: str, token: str, tool: str, arguments: dict[str, Any]) -> httpx.Response:
+def _call(http: httpx2.Client, url: str, token: str, tool: str, arguments: dict[str, Any]) -> httpx2.Response:
     """One stateless tool call (the 2026 protocol: no session)."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -125,7 +125,7 @@ def _call(http: httpx.Client, url: str, token: str, tool: str, arguments: dict[s
     return http.post(url, json=body, headers=headers)
 
 
-def _result(response: httpx.Response) -> dict[str, Any]:
+def _result(response: httpx2.Response) -> dict[str, Any]:
     """The JSON-RPC result of an answer sent as JSON or as one server-sent event."""
     text = response.text
     if response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -134,7 +134,7 @@ def _result(response: httpx.Response) -> dict[str, Any]:
     return result
 
 
-def _tool_text(response: httpx.Response) -> tuple[bool, str]:
+def _tool_text(response: httpx2.Response) -> tuple[bool, str]:
     result = _result(response)
     return bool(result.get("isError")), "".join(block.get("text", "") for block in result["content"])
 
@@ -178,7 +178,7 @@ def test_one_token_cannot_hold_more_than_its_sessions_and_another_tenant_still_i
     """Before: the SDK's only bound was 10,000 sessions in total, idle for 30 minutes; one token opened
     them all and every other tenant's initialize got 503. Now the token's 5th session is a 429 naming
     http.max_sessions_per_token, the other tenant opens its own at once, and an idle session expires."""
-    with httpx.Client(timeout=10) as http:
+    with httpx2.Client(timeout=10) as http:
         answers = [_initialize(http, server.url, DANA_TOKEN) for _ in range(3 * SESSIONS_PER_TOKEN)]
         started = time.monotonic()
         other = _initialize(http, server.url, EVE_TOKEN)
@@ -217,7 +217,7 @@ def test_calls_to_a_hung_slot_cannot_stall_another_tenants_call_to_a_healthy_slo
     one shared pool (40) and another tenant's call to a healthy sqlite slot waited for them. Now the
     token's bound (503), the slot's bound (a tool error) and the deadline (an UpstreamTimeout tool error
     after request_timeout) hold them, and the other tenant's calls answer at once."""
-    with httpx.Client(timeout=10) as http:
+    with httpx2.Client(timeout=10) as http:
         assert not _tool_text(
             _call(
                 http,
@@ -228,13 +228,13 @@ def test_calls_to_a_hung_slot_cannot_stall_another_tenants_call_to_a_healthy_slo
             )
         )[0]
         _call(http, server.url, EVE_TOKEN, "profile__search", {"q": "tea"})  # warm: the first search costs ~2 s
-    hung: list[httpx.Response | Exception] = []
+    hung: list[httpx2.Response | Exception] = []
 
     def hang() -> None:
-        with httpx.Client(timeout=REQUEST_TIMEOUT + 8) as http:
+        with httpx2.Client(timeout=REQUEST_TIMEOUT + 8) as http:
             try:
                 hung.append(_call(http, server.url, DANA_TOKEN, "hung__search", {"q": "anything"}))
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 hung.append(exc)
 
     took: list[float] = []
@@ -242,7 +242,7 @@ def test_calls_to_a_hung_slot_cannot_stall_another_tenants_call_to_a_healthy_slo
         for _ in range(48):
             pool.submit(hang)
         time.sleep(0.5)  # the hung calls have reached the server
-        with httpx.Client(timeout=5) as http:
+        with httpx2.Client(timeout=5) as http:
             for _ in range(3):
                 started = time.monotonic()
                 answer = _call(http, server.url, EVE_TOKEN, "profile__search", {"q": "tea"})
@@ -252,11 +252,11 @@ def test_calls_to_a_hung_slot_cannot_stall_another_tenants_call_to_a_healthy_slo
                 assert "Eve likes tea" in text
     assert max(took) < 1.0, took
     assert not [h for h in hung if isinstance(h, Exception)], hung
-    statuses = [h.status_code for h in hung if isinstance(h, httpx.Response)]
-    refused = [h for h in hung if isinstance(h, httpx.Response) and h.status_code == 503]
+    statuses = [h.status_code for h in hung if isinstance(h, httpx2.Response)]
+    refused = [h for h in hung if isinstance(h, httpx2.Response) and h.status_code == 503]
     assert len(refused) == statuses.count(503) == len(statuses) - statuses.count(200)
     assert all("http.max_per_token" in r.json()["error"]["message"] for r in refused)
-    answered = [_tool_text(h) for h in hung if isinstance(h, httpx.Response) and h.status_code == 200]
+    answered = [_tool_text(h) for h in hung if isinstance(h, httpx2.Response) and h.status_code == 200]
     assert answered
     assert all(failed for failed, _ in answered)
     timeouts = [text for _, text in answered if text.startswith("UpstreamTimeout:")]
@@ -301,12 +301,14 @@ def test_200_stalled_bodies_cannot_stall_another_tenant_and_their_descriptors_co
     """Before: 9,000 stalled requests stayed open (and 20,200 took every descriptor). Now those past the
     token's bound are refused at once (503), the rest end with 408 after body_timeout, the other tenant is
     served meanwhile, and the server's descriptors come back."""
+    if not os.path.isdir(f"/proc/{server.proc.pid}/fd"):
+        pytest.skip("counts the server's descriptors in /proc (Linux)")
     before = _fds(server)
     attackers = [_connect(server.url, _stalled_head(server.url, OTHER_TOKEN)) for _ in range(200)]
     try:
         time.sleep(0.5)
         during = _fds(server)
-        with httpx.Client(timeout=5) as http:
+        with httpx2.Client(timeout=5) as http:
             for _ in range(3):
                 started = time.monotonic()
                 answer = _call(http, server.url, EVE_TOKEN, "profile__search", {"q": "tea"})
