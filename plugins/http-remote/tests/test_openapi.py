@@ -147,7 +147,6 @@ def test_the_batch_schema_holds_the_client_s_batches_and_its_limit() -> None:
     max_batch_items (64), which a batch could never reach (#33); the client's default batches fit."""
     from memvault.contract.wire import unstructure
     from memvault_http_remote.client import DEFAULT_BATCH_MAX
-    from memvault_http_remote.settings import ServerSettings
 
     document = openapi_document()
     schema = {"$ref": "#/components/schemas/RetainBatchRequest", "components": document["components"]}
@@ -196,8 +195,11 @@ def _all_checks() -> list[Any]:
 # One setting departs from schemathesis's defaults: a schema-valid body may be refused with 422,
 # because the scanner's verdict (ContentRejected: invisible characters, injection phrases, P29) is
 # not a schema rule. Every other refusal of schema-valid data still fails the run.
+#: The fuzzed service's settings: a generated batch may hold up to max_batch_items (64) items, each
+#: counting as one request, so the token may have 64 in flight (the document says so: its maxItems).
+_FUZZED_SETTINGS = ServerSettings(max_per_token=64)
 _fuzz_schema = schemathesis.openapi.from_dict(
-    openapi_document(),
+    openapi_document(_FUZZED_SETTINGS),
     config=schemathesis.config.SchemathesisConfig.from_dict(
         {
             "checks": {
@@ -211,7 +213,7 @@ _fuzz_schema = schemathesis.openapi.from_dict(
 
 
 def test_the_fuzzed_document_is_the_one_the_server_serves(fuzzed_service: ServerProcess) -> None:
-    assert httpx.get(f"{fuzzed_service.url}/v1/openapi.json").json() == openapi_document()
+    assert httpx.get(f"{fuzzed_service.url}/v1/openapi.json").json() == openapi_document(_FUZZED_SETTINGS)
 
 
 @_fuzz_schema.include(
