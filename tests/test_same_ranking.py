@@ -6,6 +6,9 @@ finds; ``search`` ranks with ``rank_candidates`` too, so for the same documents
 and query every provider returns the same hits: sources, lines, scores and
 snippets (below sqlite's candidate budget, which no example here reaches).
 A provider whose plugin is missing is skipped, never faked.
+
+By words alone (``embedder="off"``), and by words and meaning together with a
+deterministic embedder for every provider that declares ``vectors`` (contract P36).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from hypothesis import strategies as st
 
 import memvault
 import memvault.search
+from memvault.contract.models import Capability
 from memvault.registry import get_registry, reset_registry
+from memvault_parity.vectors import ConceptEmbedder
 
 PROVIDERS = ("memory", "sqlite", "local-disk")
 
@@ -90,14 +95,22 @@ def _settings(name: str, tmp: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _vaults() -> Iterator[dict[str, memvault.Vault]]:
+def _vaults(embedder: ConceptEmbedder | None = None) -> Iterator[dict[str, memvault.Vault]]:
+    """A vault per provider: by words alone, or with ``embedder`` (embedding only when asked) for
+    the providers declaring ``vectors`` (the others are left out)."""
     reset_registry()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         vaults = {}
         for name in PROVIDERS:
             folder = Path(tmp) / name
             folder.mkdir()
-            vaults[name] = stack.enter_context(memvault.open(name, **_settings(name, folder)))
+            settings_ = _settings(name, folder)
+            if embedder is None:
+                vaults[name] = stack.enter_context(memvault.open(name, embedder="off", **settings_))
+            elif Capability.VECTORS in get_registry().get(name).capabilities:
+                vaults[name] = stack.enter_context(
+                    memvault.open(name, embedder=embedder, background_embedding=False, **settings_)
+                )
         yield vaults
 
 
@@ -131,6 +144,36 @@ def test_every_provider_returns_the_same_hits(
             _write(vaults, tier, key, "".join(f"{line}\n" for line in lines), "append")
         for query in queries:
             _same_as_sqlite(vaults, query, limit)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    documents=DOCUMENTS,
+    replaced=st.lists(LINES, min_size=1, max_size=3),
+    queries=st.lists(QUERIES, min_size=1, max_size=4),
+    limit=st.sampled_from((1, 5, 50)),
+)
+def test_every_provider_with_vectors_returns_the_same_hits_by_meaning(
+    documents: list[tuple[tuple[str, str], list[str]]], replaced: list[str], queries: list[str], limit: int
+) -> None:
+    """P36: the same store, embedded by the same model, gives the same fused hits, parts included;
+    also after a replace made some lines wait for their vectors again."""
+    with _vaults(ConceptEmbedder()) as vaults:
+        assert {"memory", "sqlite"} <= set(vaults)
+        for (tier, key), lines in documents:
+            _write(vaults, tier, key, "".join(f"{line}\n" for line in lines), "append")
+        for vault in vaults.values():
+            vault.embed_pending()
+        _write(vaults, "pins", "notes", "".join(f"{line}\n" for line in replaced), "replace")
+        for query in queries:
+            expected = _fused_hits(vaults["memory"], query, limit)
+            for name, vault in vaults.items():
+                assert _fused_hits(vault, query, limit) == expected, f"{name} ranks {query!r} unlike memory"
+
+
+def _fused_hits(vault: memvault.Vault, query: str, limit: int) -> list[tuple[Any, ...]]:
+    result = vault.recall(memvault.RecallRequest(workspace_id="w", agent_id="a", query=query, limit=limit))
+    return [(h.source, h.line, h.score, h.snippet, h.lexical, h.similarity, h.digest) for h in result.hits]
 
 
 def test_the_same_hits_on_locomo_like_turns() -> None:
