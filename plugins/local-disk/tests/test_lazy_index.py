@@ -6,7 +6,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memvault import search as text
-from memvault_local_disk.lazy import LazyDocument
+from memvault.contract import terms as vocabulary
+from memvault_local_disk.lazy import SCANS_BEFORE_WORDS, LazyDocument
 
 # Words built to exercise every stemmer rule (plurals, -ies, -sses, -ing with doubled consonants,
 # -ed, -ly, -ness, -ment), stop words, digits, non-ASCII case folding and punctuation.
@@ -55,6 +56,14 @@ _WORDS = [
     "boxes",
     "ties",
     "tie",
+    "runned",
+    "ab",
+    "abbing",
+    "x",
+    "_",
+    "a_b",
+    "ﬁne",
+    "İstanbul",
 ]
 _line = st.lists(
     st.one_of(st.sampled_from(_WORDS), st.sampled_from([",", ".", "-", "?", "!", "—", "  "])), max_size=12
@@ -109,3 +118,18 @@ def test_ascii_fast_path_counts_like_the_regex_tokeniser(body: str, query: str) 
     lazy = LazyDocument("doc.md", body)
     assert (lazy.line_count, lazy.total_length) == (full.line_count, full.total_length)
     assert _hits(lazy, query) == _hits(full, query)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_body, terms=st.lists(st.sampled_from(_WORDS), min_size=SCANS_BEFORE_WORDS + 1, max_size=40))
+@example(body="The flies were flying\nstudies, classes\nabbing ab x_1 a_b\nİstanbul ﬁne", terms=_WORDS)
+def test_a_document_asked_many_terms_finds_the_same_lines_as_the_full_index(body: str, terms: list[str]) -> None:
+    """Past the first terms a document answers from its list of words instead of scanning: every term's
+    lines, and every ranking, stay those of the full index."""
+    full = text.index_document("doc.md", body)
+    lazy = LazyDocument("doc.md", body)
+    stems = list(dict.fromkeys(map(vocabulary.stem, vocabulary.tokenize(" ".join(terms)))))
+    for term in stems:
+        lines = [lazy.line(p).number for p in lazy.positions(term)]
+        assert lines == [full.line(p).number for p in full.positions(term)], term
+    assert _hits(lazy, " ".join(terms)) == _hits(full, " ".join(terms))

@@ -8,6 +8,7 @@ from the cached entry's, so an edit with any editor is seen by the next recall.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import stat
@@ -61,14 +62,17 @@ class IndexCache:
     """Indexed documents keyed by path, valid while (size, mtime_ns, inode, dev, ctime_ns) match.
 
     Bounded by the total size of the cached bodies (least recently used out). An entry read while
-    the file was still "racy" (see :data:`RACY_NS`) is not served again.
+    the file was still "racy" (see :data:`RACY_NS`) is not served on its key alone: the file is
+    read again, and the entry is reused only when the bytes are the same (:meth:`same`), as is
+    an entry whose key changed while its bytes did not (a touch, a rewrite with the same text).
     """
 
     def __init__(self, budget: int) -> None:
         self._budget = budget
         self._used = 0
         self._lock = threading.Lock()
-        self._entries: OrderedDict[_Path, tuple[_StatKey, LazyDocument]] = OrderedDict()
+        #: path -> (key, document, trusted: read after the racy window)
+        self._entries: OrderedDict[_Path, tuple[_StatKey, LazyDocument, bool]] = OrderedDict()
         after_fork_in_child(self, IndexCache._forked)
 
     def _forked(self) -> None:
@@ -77,23 +81,30 @@ class IndexCache:
     def get(self, path: _Path, key: _StatKey) -> LazyDocument | None:
         with self._lock:
             entry = self._entries.get(path)
-            if entry is None or entry[0] != key:
+            if entry is None or entry[0] != key or not entry[2]:
                 return None
             self._entries.move_to_end(path)
             return entry[1]
 
+    def same(self, path: _Path, digest: str) -> LazyDocument | None:
+        """The cached document of ``path`` if its body's sha256 is ``digest`` (the file was read again)."""
+        with self._lock:
+            entry = self._entries.get(path)
+            return entry[1] if entry is not None and entry[1].digest == digest else None
+
     def put(self, path: _Path, key: _StatKey, doc: LazyDocument, *, read_at_ns: int) -> None:
         size = key[0]
-        if size > self._budget or read_at_ns - max(key[1], key[4]) < RACY_NS:
+        if size > self._budget:
             return
+        trusted = read_at_ns - max(key[1], key[4]) >= RACY_NS
         with self._lock:
             old = self._entries.pop(path, None)
             if old is not None:
                 self._used -= old[0][0]
-            self._entries[path] = (key, doc)
+            self._entries[path] = (key, doc, trusted)
             self._used += size
             while self._used > self._budget and self._entries:
-                _, (old_key, _) = self._entries.popitem(last=False)
+                _, (old_key, _, _) = self._entries.popitem(last=False)
                 self._used -= old_key[0]
 
     def clear(self) -> None:
@@ -204,11 +215,17 @@ class DocumentIndex:
         if found is None:
             return None
         data, opened = found
-        try:
-            body = decode(data, partition, label, self.root)
-        except UpstreamError as exc:
-            log.warning("recall skipped %s", exc)
-            return None
-        doc = LazyDocument(label, body)
-        self._cache.put((*parts, name), _stat_key(opened), doc, read_at_ns=read_at_ns)
+        path = (*parts, name)
+        digest = hashlib.sha256(data).hexdigest()
+        # The same bytes as the cached copy (a racy read confirmed, a touch): its index, postings
+        # and word list serve on, instead of indexing the document again on every recall.
+        doc = self._cache.same(path, digest)
+        if doc is None:
+            try:
+                body = decode(data, partition, label, self.root)
+            except UpstreamError as exc:
+                log.warning("recall skipped %s", exc)
+                return None
+            doc = LazyDocument(label, body, digest=digest)
+        self._cache.put(path, _stat_key(opened), doc, read_at_ns=read_at_ns)
         return doc

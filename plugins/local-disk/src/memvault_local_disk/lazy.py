@@ -11,25 +11,36 @@ query. The results equal a full index's (a property test checks it).
 
 Why a substring search finds every line: the stemmer only strips a suffix and
 may change the final letter of what remains ("flies" -> "fly", "running" ->
-"run"), so every token whose stem is ``term`` contains ``term`` without its
+"run"), so every token whose stem is ``term`` starts with ``term`` without its
 last letter.
+
+A query of many terms (up to 128, P14) would scan the whole text once per term
+and index every line a short probe occurs in; after :data:`SCANS_BEFORE_WORDS`
+terms a document lists its distinct words once instead (a few passes in C), and
+each further term costs a look-up among them (the words starting with its probe)
+and a search for the whole words that stem to it, each occurrence a line that
+holds the term: no line is tokenised to confirm it. Both ways give the same lines.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import string
 import threading
-from bisect import bisect_right
-from collections import Counter
-from collections.abc import Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
 from itertools import accumulate
 from typing import Final
 
 from memvault import search as text
 from memvault.contract import terms as vocabulary
 
-__all__ = ["LazyDocument"]
+__all__ = ["SCANS_BEFORE_WORDS", "LazyDocument"]
+
+#: Terms a document answers by scanning its text before it lists its words for the rest: listing
+#: them costs about as much as five scans, and a recall's few terms never pay for it.
+SCANS_BEFORE_WORDS: Final = 4
 
 _is_stop_word = vocabulary.STOP_WORDS.__contains__
 
@@ -61,8 +72,60 @@ def _statistics(folded: str, folded_lines: list[str]) -> tuple[int, int]:
     return count, total
 
 
+def _counts(stems: Iterator[str]) -> dict[str, int]:
+    """How often each stem occurs: ``dict(Counter(stems))`` without Counter's per-call overhead
+    (its ``isinstance`` check against ``Mapping`` cost more than the counting, once per candidate line)."""
+    counts: dict[str, int] = {}
+    for one in stems:
+        counts[one] = counts.get(one, 0) + 1
+    return counts
+
+
 def _probe(term: str) -> str:
     return term[:-1] if len(term) >= 3 else term
+
+
+#: What is not part of a word (``\w``) nor a line break, for text that is not ASCII.
+_NON_WORD: Final = re.compile(r"[^\w\n]")
+
+
+class _Words:
+    """A document's words: its text with every character that is not part of a word made a space,
+    each line padded with a space on either side (so ``" word "`` finds exactly the whole word),
+    where each line starts in it, and its distinct words, sorted."""
+
+    __slots__ = ("distinct", "padded", "starts")
+
+    def __init__(self, folded: str) -> None:
+        if folded.isascii():
+            spaced = folded.encode("ascii").translate(_ASCII_BLANKS).decode("ascii")
+        else:
+            spaced = _NON_WORD.sub(" ", folded)
+        lines = spaced.split("\n")
+        self.padded = "\n".join(f" {line} " for line in lines)
+        self.starts = [0, *accumulate(len(line) + 3 for line in lines)]
+        self.distinct = sorted(set(self.padded.split()))
+
+    def positions(self, term: str) -> tuple[int, ...]:
+        """The lines holding a word whose stem is ``term``."""
+        probe = _probe(term)
+        distinct = self.distinct
+        padded = self.padded
+        starts = self.starts
+        found: set[int] = set()
+        at = bisect_left(distinct, probe)
+        while at < len(distinct) and distinct[at].startswith(probe):
+            word = distinct[at]
+            at += 1
+            if vocabulary.stem(word) != term:
+                continue
+            needle = f" {word} "
+            hit = padded.find(needle)
+            while hit >= 0:
+                position = bisect_right(starts, hit) - 1
+                found.add(position)
+                hit = padded.find(needle, starts[position + 1])
+        return tuple(sorted(found)) if found else ()
 
 
 class LazyDocument:
@@ -78,16 +141,18 @@ class LazyDocument:
         "_lock",
         "_postings",
         "_starts",
+        "_words",
         "digest",
         "line_count",
         "source",
         "total_length",
     )
 
-    def __init__(self, source: str, body: str) -> None:
+    def __init__(self, source: str, body: str, *, digest: str = "") -> None:
         self.source = source
-        #: The body's sha256, reported with recall hits so the scanner needs no read-back.
-        self.digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        #: The body's sha256 (``digest`` when the caller has it), reported with recall hits so the
+        #: scanner needs no read-back.
+        self.digest = digest or hashlib.sha256(body.encode("utf-8")).hexdigest()
         self._lines = body.splitlines()
         folded_lines = [line.casefold() for line in self._lines]
         self._folded = "\n".join(folded_lines)
@@ -95,12 +160,20 @@ class LazyDocument:
         self._starts = [0, *accumulate(len(line) + 1 for line in folded_lines)]
         self._postings: dict[str, tuple[int, ...]] = {}
         self._indexed: dict[int, text.IndexedLine | None] = {}
+        self._words: _Words | None = None
         self._lock = threading.Lock()
 
     def positions(self, term: str) -> Sequence[int]:
         found = self._postings.get(term)
         if found is None:
-            found = self._scan(term)
+            if len(self._postings) < SCANS_BEFORE_WORDS:
+                found = self._scan(term)
+            else:
+                words = self._words
+                if words is None:
+                    words = _Words(self._folded)  # two threads may both build it: the same value
+                    self._words = words
+                found = words.positions(term)
             with self._lock:
                 self._postings[term] = found
         return found
@@ -122,7 +195,7 @@ class LazyDocument:
                 number=position + 1,
                 text=line,
                 joined=f" {' '.join(tokens)} ",
-                counts=dict(Counter(map(vocabulary.stem, tokens))),
+                counts=_counts(map(vocabulary.stem, tokens)),
                 length=(len(tokens) - sum(map(_is_stop_word, tokens))) or 1,
             )
         with self._lock:
