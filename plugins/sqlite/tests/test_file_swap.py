@@ -407,3 +407,25 @@ def test_a_second_process_with_the_file_open_refuses_too(running: memvault.Vault
     running.close()
     assert digest(db_path) == restored
     assert len(documents_in(db_path)) == RESTORED
+
+
+def test_a_fork_after_the_swap_keeps_the_restored_wal(running: memvault.Vault, db_path: Path, tmp_path: Path) -> None:
+    # Before a fork the process closes its idle connections (test_fork.py): closed the usual way, the
+    # last one would delete the -wal the path has by then, the restored backup's own.
+    copy = tmp_path / "copy.db"
+    subprocess.run([sys.executable, "-c", BACKUP_WITH_WAL, str(copy)], check=True, timeout=120)
+    wal = Path(f"{copy}-wal")
+    Path(f"{copy}-shm").unlink()
+    restored_wal = digest(wal)
+    os.replace(copy, db_path)
+    os.replace(wal, f"{db_path}-wal")
+    pid = os.fork()
+    if pid == 0:  # the child does nothing and leaves at once
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    assert digest(Path(f"{db_path}-wal")) == restored_wal
+    with pytest.raises(memvault.UpstreamError):
+        running.recall(memvault.RecallRequest(workspace_id="live", agent_id="a1", query="fact"))
+    running.close()
+    assert len(documents_in(db_path)) == RESTORED

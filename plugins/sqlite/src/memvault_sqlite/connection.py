@@ -277,6 +277,8 @@ _COMPANIONS: Final = ("-wal", "-shm")
 #: Connections that could not be closed without SQLite touching the path (see _close_without_checkpoint).
 _NEVER_CLOSED: list[sqlite3.Connection] = []
 _SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE: Final = 1006
+#: A SQLite at least this new skips the checkpoint-on-close of a file renamed or deleted since it was opened.
+_SKIPS_CHECKPOINT_WHEN_MOVED: Final = (3, 30, 0)
 
 
 def _during(verb: str) -> str:
@@ -284,13 +286,16 @@ def _during(verb: str) -> str:
 
 
 def _close_without_checkpoint(conn: sqlite3.Connection) -> None:
-    """Close ``conn`` so that SQLite neither checkpoints nor deletes the ``-wal``/``-shm`` by name.
+    """Close ``conn`` (whose file the path no longer names) so that SQLite neither checkpoints nor
+    deletes the ``-wal``/``-shm`` by name.
 
     Python 3.12 and later turn SQLite's checkpoint-on-close off for the connection
     (``SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE``): it then closes its descriptors only. Earlier
-    Pythons cannot, so the connection is kept open until the process ends (it is never
-    deallocated, so never closed; the descriptors go with the process, and SQLite does
-    nothing at exit).
+    Pythons cannot; there SQLite's own check does it: a closing connection whose file has
+    been renamed or deleted since it was opened skips the checkpoint and both deletes
+    (``databaseIsUnmoved`` in its pager, for every SQLite these Pythons ship with). Should
+    an older SQLite be linked, the connection is kept open until the process ends instead
+    (never deallocated, so never closed; the descriptors go with the process).
     """
     setconfig = getattr(conn, "setconfig", None)
     if setconfig is not None:
@@ -302,6 +307,10 @@ def _close_without_checkpoint(conn: sqlite3.Connection) -> None:
             with suppress(sqlite3.Error):
                 conn.close()
             return
+    if sqlite3.sqlite_version_info >= _SKIPS_CHECKPOINT_WHEN_MOVED:
+        with suppress(sqlite3.Error):
+            conn.close()
+        return
     _NEVER_CLOSED.append(conn)
     with suppress(AttributeError, OSError):  # CPython: a reference no interpreter shutdown releases
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
@@ -640,7 +649,7 @@ class Database:
         the restored backup's own log, or the files a new vault on the new file writes. So the
         log is checkpointed into the old file here, explicitly (a file moved aside keeps every
         acknowledged write), and each connection closes with SQLite's checkpoint-on-close turned
-        off, or, where this Python cannot turn it off (before 3.12), is never closed.
+        off (see :func:`_close_without_checkpoint`).
         """
         self._let_go_of_companions()
         idle = [conn for conn in conns if not conn.in_transaction]
