@@ -265,6 +265,8 @@ class PostgresProvider:
         self._partitions: dict[tuple[str, str, str], int] = {}
         self._last_used: weakref.WeakKeyDictionary[_Conn, float] = weakref.WeakKeyDictionary()
         self._health_lock = threading.Lock()
+        #: The probe running now (its end and its outcome): a concurrent health call waits for it (P25/P28).
+        self._health_running: tuple[threading.Event, list[HealthStatus]] | None = None
         self._health_conn: _Conn | None = None
         self._fold_dice = random.Random()
         self._closed = False
@@ -311,6 +313,7 @@ class PostgresProvider:
         self._conns = weakref.WeakSet()
         self._last_used = weakref.WeakKeyDictionary()
         self._health_lock = threading.Lock()
+        self._health_running = None
         self._health_conn = None
         self._fold_dice = random.Random()  # not the parent's sequence: siblings would fold counts in step
         if not self._closed:
@@ -865,11 +868,15 @@ class PostgresProvider:
         if self._closed:
             return HealthStatus(ok=False, message="the postgres provider is closed")
         if not self._health_lock.acquire(blocking=False):
-            return HealthStatus(
-                ok=False, message=f"the previous health probe is still waiting for PostgreSQL {self.where}"
-            )
+            # A probe is running (another thread's call): its answer is this call's too. Saying not ok
+            # because a probe is in flight made health flap whenever two monitors probed at once.
+            running = self._health_running
+            if running is not None and running[0].wait(HEALTH_DEADLINE) and running[1]:
+                return running[1][0]
+            return HealthStatus(ok=False, message="health check timeout")
         outcome: list[HealthStatus] = []
         done = threading.Event()
+        self._health_running = (done, outcome)
 
         def probe() -> None:
             try:
@@ -878,6 +885,7 @@ class PostgresProvider:
                 if self._closed:
                     self._drop_health_conn()
                 done.set()
+                self._health_running = None
                 self._health_lock.release()
 
         threading.Thread(target=probe, name="memvault-postgres-health", daemon=True).start()

@@ -245,7 +245,7 @@ def _to_v5(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     until then (P24). Forgets by id before this version left no such rows.
     """
     conn.execute(
-        "CREATE TABLE forgotten_subjects (workspace_id text NOT NULL, data_subject_id text NOT NULL,"
+        "CREATE TABLE IF NOT EXISTS forgotten_subjects (workspace_id text NOT NULL, data_subject_id text NOT NULL,"
         " partition_id bigint NOT NULL, label text NOT NULL, documents_shard text NOT NULL,"
         " lines_shard text NOT NULL, forgotten_at timestamptz NOT NULL,"
         " PRIMARY KEY (workspace_id, data_subject_id, partition_id, label))"
