@@ -100,7 +100,7 @@ class MiniLMEmbedder:
     :param max_tokens: word pieces per text, [CLS] and [SEP] included (1 text = at most
         this many; the rest is cut). 2-256; the model id names it, since it changes vectors.
     :param threads: onnxruntime's intra-op threads for one run (default 1: with two cores,
-        two concurrent callers each get one; measured in docs/performance.md).
+        the vault's background worker and a recall's query each get one; see docs/performance.md).
     :param batch_size: texts per onnxruntime run, sorted by length to cut padding.
     """
 
