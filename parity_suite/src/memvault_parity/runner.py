@@ -314,8 +314,8 @@ def _say_where(target: Target, stream: TextIO) -> None:
         sample = target.settings_for(Path(tmp))
         shown = ", ".join(f"{k}={_shown(k, v)}" for k, v in sorted(sample.items()))
         target.clean_up(sample)
+    such = f", such as {shown}" if shown else " (its scratch settings are empty: an in-process store)"
     print(
-        f"memvault parity {target.name}: each test works in a fresh scratch store, such as {shown}; "
-        "the run removes them",
+        f"memvault parity {target.name}: each test works in a fresh scratch store{such}; the run removes them",
         file=stream,
     )
