@@ -61,7 +61,7 @@ def test_schemathesis_every_check_every_phase_stateful_included_finds_nothing(
         *("-H", f"Authorization: Bearer {token}", "--include-path-regex", ROUTES),
         *("--max-examples", "10", "--seed", "33", "--no-color"),
     ]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=root)
     report = run.stdout[-8000:] + run.stderr[-2000:]
     assert run.returncode == 0, report
     assert "Stateful (in" in run.stdout, report  # the phase ran (the document has links to follow)
