@@ -32,18 +32,21 @@ so a flood of health checks costs the store one probe per interval, and a busy
 service still reports the store's real state. Unknown paths (404), wrong
 methods (405) and malformed HTTP (400) answer with the same typed error body.
 
-``POST /v1/retain/batch`` (contract P34 over the wire) takes 1 to ``max_batch_items``
-retain requests and runs them with one :meth:`Vault.retain_many` call in one
-worker thread. Whole-batch checks, in order: the bounds and the token as above,
-the body (413/408/400), its shape (400: an object whose ``items`` is a list of 1
-to ``max_batch_items``), then the bounds again for the batch's size: a batch of
-``n`` items counts ``n`` requests against the caller's bound and the service's
-total (503 when they do not fit), so batches cannot multiply what one tenant has
-in flight. Then each item is checked like a ``/v1/retain`` body (text, shape,
-the token's workspace, the core's validation) and fails alone. The valid items
-run in one ``retain_many`` call, or, for ``"independent": true`` on a provider
-without a write group, each on its own worker thread at once. The answer is 200
-with one entry per item, in order, ``{"result": RetainResult}`` or
+``POST /v1/retain/batch`` (contract P34 over the wire) takes 1 to
+:attr:`ServerSettings.batch_items_limit` retain requests (``max_batch_items``,
+and no more than the caller may have in flight) and runs them with one
+:meth:`Vault.retain_many` call in one worker thread. Whole-batch checks, in
+order: the bounds and the token as above, the body (413/408/400), its shape
+(400: an object whose ``items`` is a list of 1 to ``max_batch_items``; 400 too
+for more items than the caller's bound or the service's total, since such a
+batch could never be let in), then the bounds again for the batch's size: a
+batch of ``n`` items counts ``n`` requests against the caller's bound and the
+service's total (503 when they do not fit beside the caller's other requests),
+so batches cannot multiply what one tenant has in flight. Then each item is
+checked like a ``/v1/retain`` body (text, shape, the token's workspace, the
+core's validation) and fails alone. The valid items run in one ``retain_many``
+call, or, for ``"independent": true`` on a provider without a write group, each
+on its own worker thread at once. The answer is 200 with one entry per item, in order, ``{"result": RetainResult}`` or
 ``{"status": <the single route's status>, "error": <its typed error body>}``.
 """
 
