@@ -29,7 +29,7 @@ from memvault import search
 from memvault.providers.memory import MemoryProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sqlite_locomo  # noqa: E402
+import sqlite_locomo
 
 PARAPHRASE = Path(__file__).resolve().parent / "data" / "paraphrase.jsonl"
 WORKSPACE = "meaning"
@@ -91,6 +91,76 @@ def timed_recalls(vault: memvault.Vault, data: list[dict[str, Any]], *, fresh_ve
     return out
 
 
+class _Recorder:
+    """Records each fusion's inputs once (lexical hits, cosines, texts), so a sweep replays the fusion
+    alone for every setting instead of recalling again."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.original = search.fuse
+
+    def __call__(self, query: Any, lexical: Any, similar: Any, texts: Any, limit: int) -> Any:
+        known = dict(texts([ref for ref in similar if ref not in {(h.source, h.line) for h in lexical}]))
+        self.calls.append((query, list(lexical), dict(similar), known))
+        return self.original(query, lexical, similar, texts, limit)
+
+    def replay(self, index: int, limit: int = 20) -> Any:
+        query, lexical, similar, known = self.calls[index]
+        return self.original(query, lexical, similar, lambda refs: {r: known[r] for r in refs}, limit)
+
+
+def sweep(
+    fused: memvault.Vault,
+    lexical: memvault.Vault,
+    tuning: list[dict[str, Any]],
+    where: dict[tuple[str, str, int], str],
+    pairs: list[dict[str, Any]],
+    para_where: dict[str, dict[tuple[str, int], str]],
+) -> None:
+    """MEANING_WEIGHT x SIMILARITY_FLOOR on the tuning data only, each setting against lexical-only."""
+    base, _, _ = sqlite_locomo.evaluate(lexical, tuning, where)
+    print(f"lexical only, LoCoMo 0-4: R@5 {base[5]:.3f} R@10 {base[10]:.3f}", flush=True)
+    recorder = _Recorder()
+    search.fuse = recorder  # type: ignore[assignment]
+    questions: list[tuple[str, list[str]]] = []  # (agent, evidence) per recorded LoCoMo recall
+    for sample in tuning:
+        agent = sample["sample_id"]
+        known_here = {d for (a, _s, _l), d in where.items() if a == agent}
+        for qa in sample["qa"]:
+            evidence = [e for e in sqlite_locomo.normalise_evidence(qa.get("evidence", [])) if e in known_here]
+            if qa.get("category") not in (1, 2, 3, 4) or not evidence:
+                continue
+            fused.recall(
+                memvault.RecallRequest(workspace_id=sqlite_locomo.WORKSPACE, agent_id=agent, query=str(qa["question"]))
+            )
+            questions.append((agent, evidence))
+    para = [p for p in pairs if p["split"] == "tune"]
+    for p in para:
+        fused.recall(memvault.RecallRequest(workspace_id=WORKSPACE, agent_id="para-tune", query=p["question"]))
+    search.fuse = recorder.original  # type: ignore[assignment]
+    for weight, floor in itertools.product((0.2, 0.3, 0.4, 0.5, 0.6, 0.7), (0.0, 0.1, 0.2, 0.3)):
+        search.MEANING_WEIGHT = weight  # type: ignore[misc]
+        search.SIMILARITY_FLOOR = floor  # type: ignore[misc]
+        found = {5: 0, 10: 0}
+        total = 0
+        for i, (agent, evidence) in enumerate(questions):
+            ranked = [where.get((agent, h.source, h.line)) for h in recorder.replay(i)]
+            total += len(evidence)
+            for k in found:
+                found[k] += sum(1 for e in evidence if e in ranked[:k])
+        hits = {1: 0, 5: 0}
+        for j, p in enumerate(para, start=len(questions)):
+            ranked_ids = [para_where["tune"].get((h.source, h.line)) for h in recorder.replay(j)]
+            for k in hits:
+                hits[k] += p["id"] in ranked_ids[:k]
+        print(
+            f"weight {weight:.1f} floor {floor:.1f}: "
+            f"LoCoMo 0-4 R@5 {found[5] / total:.3f} R@10 {found[10] / total:.3f}; "
+            f"paraphrase tune R@1 {hits[1] / len(para):.3f} R@5 {hits[5] / len(para):.3f}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", action="store_true", help="choose the weights on the tuning data")
@@ -120,17 +190,7 @@ def main() -> None:
     )
     tuning = [data[i] for i in range(5)]
     if args.sweep:
-        base, _, _ = sqlite_locomo.evaluate(lexical, tuning, where)
-        print(f"lexical only, LoCoMo 0-4: R@5 {base[5]:.3f} R@10 {base[10]:.3f}")
-        for weight, floor in itertools.product((0.3, 0.4, 0.5, 0.6, 0.7), (0.1, 0.2, 0.3)):
-            search.MEANING_WEIGHT = weight  # type: ignore[misc]
-            search.SIMILARITY_FLOOR = floor  # type: ignore[misc]
-            got, _, _ = sqlite_locomo.evaluate(fused, tuning, where)
-            para = evaluate_paraphrases(fused, pairs, para_where, "tune")
-            print(
-                f"weight {weight:.1f} floor {floor:.1f}: LoCoMo 0-4 R@5 {got[5]:.3f} R@10 {got[10]:.3f}; "
-                f"paraphrase tune R@1 {para['R@1']:.3f} R@5 {para['R@5']:.3f}"
-            )
+        sweep(fused, lexical, tuning, where, pairs, para_where)
         return
     print(f"fusion: MEANING_WEIGHT {search.MEANING_WEIGHT}, SIMILARITY_FLOOR {search.SIMILARITY_FLOOR}")
     for name, subset in sqlite_locomo.SPLITS.items():
@@ -148,6 +208,24 @@ def main() -> None:
             f"paraphrase {split}: lexical R@1 {lex_p['R@1']:.3f} R@5 {lex_p['R@5']:.3f}; "
             f"fused R@1 {fus_p['R@1']:.3f} R@5 {fus_p['R@5']:.3f}"
         )
+    # The paraphrase set on the providers that keep their own vectors, each with the same embedder.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, settings in (("sqlite", {"path": f"{tmp}/p.db"}), ("local-disk", {"root": f"{tmp}/ld"})):
+            if name not in memvault.registry.get_registry().names():
+                continue
+            other = memvault.open(name, embedder=embedder, background_embedding=False, **settings)
+            if other.embedding is None:
+                print(f"paraphrase on {name}: keeps no vectors (by words only)")
+                other.close()
+                continue
+            where_other = build_paraphrases(other, pairs)
+            other.embed_pending()
+            for split in ("tune", "heldout"):
+                got = evaluate_paraphrases(other, pairs, where_other, split)
+                print(f"paraphrase {split} on {name}: R@1 {got['R@1']:.3f} R@5 {got['R@5']:.3f}")
+            other.close()
     # Latency, alternating the two in rounds so machine noise falls on both alike.
     lex_times: list[float] = []
     fus_times: list[float] = []

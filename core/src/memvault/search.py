@@ -1067,10 +1067,10 @@ VECTOR_DEPTH: Final = 50
 #: A line's meaning score is its cosine similarity to the query above SIMILARITY_FLOOR, scaled to [0, 1]:
 #: unrelated sentences of the default model sit below it. Chosen on LoCoMo conversations 0-4 and the
 #: tuning half of the paraphrase set only (docs/performance.md).
-SIMILARITY_FLOOR: Final = 0.20
+SIMILARITY_FLOOR: Final = 0.10
 #: The share of a term line's fused score taken from its meaning (the rest from its lexical score).
 #: Chosen like SIMILARITY_FLOOR.
-MEANING_WEIGHT: Final = 0.50
+MEANING_WEIGHT: Final = 0.30
 
 #: ``(document label, line number)``: one line of a recall.
 LineRef = tuple[str, int]

@@ -169,3 +169,32 @@ def test_p36_the_service_embeds_new_lines_and_queries_itself(served: _Server) ->
         assert found[0].line == 2
         assert found[0].similarity is not None
         assert client.health().embedding_backlog == 0
+
+
+def test_p40_export_carries_no_vectors_and_an_import_is_embedded_again(tmp_path: Path) -> None:
+    source = ["--provider", "sqlite", "-o", f"path={tmp_path / 'a.db'}"]
+    target = ["--provider", "sqlite", "-o", f"path={tmp_path / 'b.db'}"]
+    _cli(
+        tmp_path,
+        *source,
+        "retain",
+        "--workspace",
+        "w",
+        "--agent",
+        "a",
+        "--tier",
+        "pins",
+        "--mode",
+        "append",
+        "Owns a Subaru.\n",
+    )
+    assert _cli(tmp_path, *source, "reembed").returncode == 0
+    exported = _cli(tmp_path, *source, "export", "--no-progress", "--output", str(tmp_path / "m.jsonl"))
+    assert exported.returncode == 0, exported.stderr
+    assert "no vectors" in exported.stdout
+    assert "vector" not in (tmp_path / "m.jsonl").read_text(encoding="utf-8")
+    imported = _cli(tmp_path, *target, "import", "--no-progress", str(tmp_path / "m.jsonl"))
+    assert imported.returncode == 0, imported.stderr
+    assert "wait to be embedded" in imported.stdout
+    health = json.loads(_cli(tmp_path, *target, "health", "--json").stdout)
+    assert health["embedding_backlog"] == 1

@@ -45,7 +45,7 @@ class Context:
         A command is short-lived: new lines are not embedded in the background here (they stay
         pending, durably, for a long-running vault or ``memvault reembed``; contract P37).
         """
-        settings = dict(settings_from_pairs(self.options))
+        settings: dict[str, Any] = dict(settings_from_pairs(self.options))
         if "config" in settings:
             raise InvalidRequest(
                 "-o config=... is not a provider setting: pass the config file as `memvault --config PATH ...`",

@@ -124,6 +124,8 @@ def export(obj: Context, workspace_id: str, output: str | None, no_progress: boo
     text = f"exported {summary.documents} document(s), {summary.bytes} bytes, {summary.quarantine} quarantine cop" + (
         "y" if summary.quarantine == 1 else "ies"
     )
+    if vault.embedding is not None:  # vectors are derived data (P40): the target embeds the text again
+        text += "; no vectors (a vault recalling by meaning embeds the imported lines again)"
     to = sys.stderr if output is None or output == "-" else sys.stdout
     payload = unstructure(summary)
     if skipped:
@@ -183,6 +185,11 @@ def import_(obj: Context, file: str, verify: bool, replace: bool, jobs: int, no_
             f"present; quarantine copies: {summary.quarantine_kept} kept, "
             f"{summary.quarantine_unchanged} already present"
         ]
+        if summary.written and vault.embedding is not None:
+            lines.append(
+                f"{summary.written} document(s) wait to be embedded for recall by meaning (found by their words "
+                "meanwhile): a running service does it in the background, or run `memvault reembed`"
+            )
         lines += [f"not imported: {what}" for what in summary.not_imported]
         if verify:
             lines.append("verify: every document matches" if not problems else f"verify: {len(problems)} problem(s)")
