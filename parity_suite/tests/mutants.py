@@ -1630,6 +1630,75 @@ class HealthProbeLeavesADocument(MemoryProvider):
         return HealthStatus(ok=True)
 
 
+class HealthFlapsWhileCallsAreInFlight(MemoryProvider):
+    """P25/P28: health reports ok=False whenever any verb call is in flight: it flaps under ordinary load.
+
+    Killed by: test_health_stays_ok_under_ordinary_load_sampled_many_times, test_health_is_ok_while_other_calls_run.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._in_flight = 0
+        self._counting = threading.Lock()
+
+    @contextmanager
+    def _call(self) -> Iterator[None]:
+        with self._counting:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._counting:
+                self._in_flight -= 1
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        with self._call():
+            return super().memvault_retain(request)
+
+    @hookimpl
+    def memvault_recall(self, request: RecallRequest) -> RecallResult:
+        with self._call():
+            return super().memvault_recall(request)
+
+    @hookimpl
+    def memvault_read(self, request: ReadRequest) -> ReadResult:
+        with self._call():
+            return super().memvault_read(request)
+
+    @hookimpl
+    def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
+        with self._call():
+            return super().memvault_forget(request)
+
+    @hookimpl
+    def memvault_health(self) -> HealthStatus:
+        if self._in_flight:
+            return HealthStatus(ok=False, message=f"{self._in_flight} calls in flight")
+        return HealthStatus(ok=True)
+
+
+class HealthProbeRacesItself(MemoryProvider):
+    """P25/P28: the probe writes a token to one shared slot and reads it back: two probes at once overwrite
+    each other's token, and the loser reports the store broken.
+
+    Killed by: test_concurrent_health_checks_each_say_ok.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._probe_slot = ""
+
+    @hookimpl
+    def memvault_health(self) -> HealthStatus:
+        token = hashlib.sha256(str(time.perf_counter_ns()).encode()).hexdigest()
+        self._probe_slot = token
+        time.sleep(0.002)  # the round trip to storage
+        if self._probe_slot != token:
+            return HealthStatus(ok=False, message="probe read back another value: storage is corrupt")
+        return HealthStatus(ok=True)
+
+
 # -- write groups (P34): memory as a transactional backend with memvault_write_group ---------------
 
 _Store = dict[Any, dict[str, Any]]
@@ -2171,6 +2240,8 @@ def _name(cls: type) -> str:
 
 
 _CLASSES: list[type[Any]] = [
+    HealthFlapsWhileCallsAreInFlight,
+    HealthProbeRacesItself,
     ErasureKeepsOthersCopies,
     LeaksAcrossWorkspaces,
     LeaksAcrossAgents,

@@ -105,6 +105,72 @@ class HealthTests(SuiteBase):
         assert failed == []
         assert sum(p.ok for p in probes) >= 8
 
+    def test_health_stays_ok_under_ordinary_load_sampled_many_times(self, vault: memvault.Vault, ws: str) -> None:
+        """P25/P28: health says whether the store works, not whether a call is running: while two threads
+        retain and recall small documents, as an agent does, 120 probes taken 5 ms apart all say ok (a probe
+        the vault gave up on, "health check timeout", is the machine's doing: at most 5 are let through)."""
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                n = 0
+                while not stop.is_set() and n < 20_000:
+                    self.put(vault, ws, f"note {n} about the garden\n", tier="peers", key=f"peer-{i}", mode="append")
+                    self.find(vault, ws, "garden note", tier="peers")
+                    n += 1
+                    if n % 40 == 0:  # under the peers cap (1500 bytes)
+                        self.drop(vault, ws, label=f"peers/peer-{i}.md")
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(2)]
+        for t in threads:
+            t.start()
+        probes = []
+        try:
+            time.sleep(0.02)
+            for _ in range(120):
+                probes.append(vault.health())
+                time.sleep(0.005)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=30)
+        assert not errors, errors[0]
+        flapped = [p.message for p in probes if not p.ok and p.message != "health check timeout"]
+        assert flapped == [], f"{len(flapped)} of 120 probes said not ok under ordinary load: {flapped[:3]}"
+        assert sum(p.ok for p in probes) >= 115
+
+    def test_concurrent_health_checks_each_say_ok(self, vault: memvault.Vault) -> None:
+        """P25/P28: health is a verb like the others, safe from many threads at once (a load balancer and a
+        monitor probe the same process): 6 threads probing 15 times each all get ok."""
+        barrier = threading.Barrier(6)
+        results: list[memvault.HealthStatus] = []
+        errors: list[BaseException] = []
+        guard = threading.Lock()
+
+        def probe() -> None:
+            try:
+                barrier.wait(timeout=10)
+                for _ in range(15):
+                    status = vault.health()
+                    with guard:
+                        results.append(status)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=probe, daemon=True) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors[0]
+        assert len(results) == 90
+        wrong = [s.message for s in results if not s.ok and s.message != "health check timeout"]
+        assert wrong == [], f"{len(wrong)} of 90 concurrent probes said not ok: {wrong[:3]}"
+        assert sum(s.ok for s in results) >= 85
+
     def test_health_checked_at_is_taken_at_each_call(
         self, vault: memvault.Vault, provider_capabilities: frozenset[str]
     ) -> None:

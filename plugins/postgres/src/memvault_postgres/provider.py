@@ -863,7 +863,7 @@ class PostgresProvider:
     def memvault_health(self) -> HealthStatus:
         return self._health()
 
-    def _health(self) -> HealthStatus:
+    def _health(self, *, again: bool = True) -> HealthStatus:
         """Probe on a dedicated connection within :data:`HEALTH_DEADLINE`, whatever the pool's state (P26)."""
         if self._closed:
             return HealthStatus(ok=False, message="the postgres provider is closed")
@@ -871,6 +871,8 @@ class PostgresProvider:
             # A probe is running (another thread's call): its answer is this call's too. Saying not ok
             # because a probe is in flight made health flap whenever two monitors probed at once.
             running = self._health_running
+            if running is None and again:  # it was starting or had just ended: look once more
+                return self._health(again=False)
             if running is not None and running[0].wait(HEALTH_DEADLINE) and running[1]:
                 return running[1][0]
             return HealthStatus(ok=False, message="health check timeout")
