@@ -25,7 +25,7 @@ def _append(day: str, text: str) -> memvault.RetainRequest:
 def _no_autovacuum(cluster: TemporaryCluster, schema_name: str) -> None:
     """Hold the shards in the window before autovacuum's first ANALYZE."""
     with cluster.admin("memvault") as conn:
-        for table in ("documents", "lines"):
+        for table in ("documents", "lines", "line_vectors"):
             for n in range(SHARDS):
                 conn.execute(f"ALTER TABLE {schema_name}.{table}_{n} SET (autovacuum_enabled = false)")
 

@@ -35,6 +35,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from memvault import check_stored
 from memvault import search as text
 from memvault.contract import wire
+from memvault.contract.embedding import PendingLine, QueryVector, line_digest, vectors_from_bytes
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
@@ -50,6 +51,7 @@ from memvault.contract.models import (
     ReadResult,
     RecallRequest,
     RecallResult,
+    RecallSnippet,
     RetainRequest,
     RetainResult,
     check_cap,
@@ -213,6 +215,7 @@ class PostgresProvider:
             Capability.QUARANTINE,
             Capability.LIST_DOCUMENTS,
             Capability.CHECKS_STORED,
+            Capability.VECTORS,
             # Across a network: health gets the remote deadline (P26). The client scans
             # (no scans_upstream): PostgreSQL stores whatever it is given.
             Capability.REMOTE,
@@ -585,8 +588,11 @@ class PostgresProvider:
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
         terms = index_terms(query, MAX_TERM)
-        if not terms:
+        vector = request.vector
+        if not terms and vector is None:
             return RecallResult(hits=[])
+        # Fused with the lines closest in meaning (P36): the lexical ranking FUSION_DEPTH deep.
+        depth = text.FUSION_DEPTH if vector is not None else request.limit
 
         def search(conn: _Conn) -> RecallResult:
             pids: list[int] = []
@@ -601,41 +607,123 @@ class PostgresProvider:
             if not pids:
                 return RecallResult(hits=[])
             searched = {"pids": pids, "tiers": tier_values}
-            # One statement, so one snapshot: the statistics and the candidates agree, in one round trip.
-            # (Past the budget the narrowing reads the lines again: counting them here first, to send
-            # none, cost every recall 0.2 ms more on LoCoMo questions.)
-            rows = conn.execute(
-                "WITH stats AS (SELECT coalesce(sum(lines), 0) AS lines, coalesce(sum(terms), 0) AS terms"
-                " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
-                " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
-                f" {_CANDIDATES} AND l.tsv @@ %(query)s::tsquery LIMIT %(probe)s) AS c ON true",
-                {**searched, "query": " | ".join(ts_query(pid, terms) for pid in pids), "probe": CANDIDATE_BUDGET + 1},
-            ).fetchall()
-            line_count, term_count = int(rows[0][0]), int(rows[0][1])
-            found = [r[2:] for r in rows if r[2] is not None]
-            df: list[int] | None = None
-            if len(found) > CANDIDATE_BUDGET:
-                # Many lines share a term (common words, a long history): the subset sqlite scores.
-                line_count, term_count, df, found = _narrowed(conn, searched, terms, request.limit)
-            candidates = [(i, r[0], r[1], r[2], r[4], r[5]) for i, r in enumerate(found)]
-
-            def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
-                # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
-                return {i: (str(found[i][3]), str(found[i][6])) for i in ids}
-
-            hits = rank_candidates(
-                query,
-                candidates,
-                line_count=line_count,
-                term_count=term_count,
-                limit=request.limit,
-                texts=texts,
-                df=df,
-                max_chars=MAX_TERM,
-            )
+            hits = self._lexical(conn, query, terms, searched, depth) if terms else []
+            if vector is not None:
+                hits = _fused(conn, query, vector, searched, hits, request.limit)
             return RecallResult(hits=hits)
 
         return self._run(search)
+
+    def _lexical(
+        self, conn: _Conn, query: text.Query, terms: Sequence[str], searched: dict[str, Any], limit: int
+    ) -> list[RecallSnippet]:
+        """The best ``limit`` lines of the searched partitions and tiers by their words."""
+        pids = searched["pids"]
+        # One statement, so one snapshot: the statistics and the candidates agree, in one round trip.
+        # (Past the budget the narrowing reads the lines again: counting them here first, to send
+        # none, cost every recall 0.2 ms more on LoCoMo questions.)
+        rows = conn.execute(
+            "WITH stats AS (SELECT coalesce(sum(lines), 0) AS lines, coalesce(sum(terms), 0) AS terms"
+            " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
+            " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
+            f" {_CANDIDATES} AND l.tsv @@ %(query)s::tsquery LIMIT %(probe)s) AS c ON true",
+            {**searched, "query": " | ".join(ts_query(pid, terms) for pid in pids), "probe": CANDIDATE_BUDGET + 1},
+        ).fetchall()
+        line_count, term_count = int(rows[0][0]), int(rows[0][1])
+        found = [r[2:] for r in rows if r[2] is not None]
+        df: list[int] | None = None
+        if len(found) > CANDIDATE_BUDGET:
+            # Many lines share a term (common words, a long history): the subset sqlite scores.
+            line_count, term_count, df, found = _narrowed(conn, searched, terms, limit)
+        candidates = [(i, r[0], r[1], r[2], r[4], r[5]) for i, r in enumerate(found)]
+
+        def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+            # Each hit names its document's digest (same snapshot), so the scanner needs no read-back.
+            return {i: (str(found[i][3]), str(found[i][6])) for i in ids}
+
+        return rank_candidates(
+            query,
+            candidates,
+            line_count=line_count,
+            term_count=term_count,
+            limit=limit,
+            texts=texts,
+            df=df,
+            max_chars=MAX_TERM,
+        )
+
+    # -- vectors (P37) ---------------------------------------------------------
+
+    @hookimpl
+    @_translated("vectors")
+    def memvault_vectors_pending(self, model_id: str, limit: int) -> list[PendingLine]:
+        def pending(conn: _Conn) -> list[PendingLine]:
+            rows: list[tuple[Any, ...]] = []
+            with conn.transaction():
+                _index_only(conn)
+                # Lines without a vector, then lines whose vector is of another model: three ranges
+                # of the index on model, never a scan of the vectors.
+                for clause in ("v.model IS NULL", "v.model < %(m)s", "v.model > %(m)s"):
+                    if len(rows) < limit:
+                        rows += conn.execute(
+                            "SELECT v.partition_id, v.document_id, v.line_no, v.digest, l.text FROM line_vectors AS v"
+                            " JOIN lines AS l ON l.partition_id = v.partition_id AND l.document_id = v.document_id"
+                            f" AND l.line_no = v.line_no WHERE {clause} LIMIT %(n)s",
+                            {"m": model_id, "n": limit - len(rows)},
+                        ).fetchall()
+            return [
+                PendingLine(key=f"{pid}:{doc}:{number}:{digest}", text=str(line))
+                for pid, doc, number, digest, line in rows
+            ]
+
+        return self._run(pending)
+
+    @hookimpl
+    @_translated("vectors")
+    def memvault_vectors_store(self, model_id: str, vectors: list[tuple[str, bytes]]) -> int:
+        items = []
+        for key, blob in vectors:
+            parts = str(key).split(":")
+            if len(parts) == 4 and all(p.isdigit() for p in parts[:3]) and isinstance(blob, (bytes, bytearray)):
+                items.append((model_id, bytes(blob), int(parts[0]), int(parts[1]), int(parts[2]), parts[3]))
+        if not items:
+            return 0
+
+        def store(conn: _Conn) -> int:
+            with conn.transaction(), conn.cursor() as cur:
+                # Only where the line still holds the text the vector was made from (its digest): a
+                # line changed or removed since was deleted with its row, so the key matches nothing
+                # (P37). A vector of another model is replaced.
+                cur.executemany(
+                    "UPDATE line_vectors SET model = %s, vector = %s"
+                    " WHERE partition_id = %s AND document_id = %s AND line_no = %s AND digest = %s RETURNING 1",
+                    items,
+                    returning=True,
+                )
+                stored = 0
+                while True:
+                    stored += len(cur.fetchall())
+                    if not cur.nextset():
+                        break
+                return stored
+
+        return self._run(store)
+
+    @hookimpl
+    @_translated("vectors")
+    def memvault_vectors_backlog(self, model_id: str) -> int:
+        def backlog(conn: _Conn) -> int:
+            with conn.transaction():
+                _index_only(conn)
+                row = conn.execute(
+                    "SELECT (SELECT count(*) FROM line_vectors WHERE model IS NULL)"
+                    " + (SELECT count(*) FROM line_vectors WHERE model < %(m)s)"
+                    " + (SELECT count(*) FROM line_vectors WHERE model > %(m)s)",
+                    {"m": model_id},
+                ).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._run(backlog)
 
     @hookimpl
     @_translated("read")
@@ -728,7 +816,12 @@ class PostgresProvider:
                         ),
                     ).rowcount
                 for pid, doc_id, _shard in rows:
-                    conn.execute("DELETE FROM lines WHERE partition_id = %s AND document_id = %s", (pid, doc_id))
+                    # The document's lines and their vectors (derived data: P24) in one statement.
+                    conn.execute(
+                        "WITH v AS (DELETE FROM line_vectors WHERE partition_id = %(p)s AND document_id = %(d)s)"
+                        " DELETE FROM lines WHERE partition_id = %(p)s AND document_id = %(d)s",
+                        {"p": pid, "d": doc_id},
+                    )
                     conn.execute(
                         "WITH gone AS (DELETE FROM documents WHERE partition_id = %s AND id = %s"
                         " RETURNING partition_id, tier, line_count, term_count)"
@@ -741,8 +834,13 @@ class PostgresProvider:
                     # The rows are gone; their bytes stay in the table files until the shards are
                     # rewritten. Record that durably, in the same transaction, before saying anything.
                     relations = {str(shard) for _pid, _doc, shard in rows}
-                    relations |= {_lines_shard(shard) for shard in list(relations)}
                     relations |= {str(shard) for f in left for shard in (f[2], f[3])}
+                    # Each documents shard's lines and vectors shards (the same hash of the partition id).
+                    relations |= {
+                        f"{table}_{shard.rsplit('_', 1)[1]}"
+                        for shard in list(relations)
+                        for table in ("lines", "line_vectors")
+                    }
                     if left:
                         relations.add("forgotten_subjects")  # its rows named the subject
                     if quarantined:
@@ -977,26 +1075,100 @@ def _reindex(conn: _Conn, pid: int, doc_id: int, tier: str, old_body: str, new_b
     fresh = [n for n in range(1, len(new_lines) + 1) if n > len(old_lines) or old_lines[n - 1] != new_lines[n - 1]]
     lines_delta = terms_delta = 0
     if stale:
+        # A line's vector row goes with it (P37): no vector ever answers for text that changed.
         removed = conn.execute(
-            "DELETE FROM lines WHERE partition_id = %s AND document_id = %s AND line_no = ANY(%s) RETURNING length",
-            (pid, doc_id, stale),
+            "WITH v AS (DELETE FROM line_vectors WHERE partition_id = %(p)s AND document_id = %(d)s"
+            " AND line_no = ANY(%(n)s))"
+            " DELETE FROM lines WHERE partition_id = %(p)s AND document_id = %(d)s AND line_no = ANY(%(n)s)"
+            " RETURNING length",
+            {"p": pid, "d": doc_id, "n": stale},
         ).fetchall()
         lines_delta -= len(removed)
         terms_delta -= sum(int(r[0]) for r in removed)
     indexed = [il for n in fresh if (il := stored_line(n, new_lines[n - 1], MAX_TERM)) is not None]
     if indexed:
         with conn.cursor() as cur:
+            # Each line with its vector row, waiting for a vector (no model yet): the durable backlog (P37).
             cur.executemany(
-                "INSERT INTO lines (partition_id, document_id, line_no, tier, text, terms, length, tsv)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
+                "WITH l AS (INSERT INTO lines (partition_id, document_id, line_no, tier, text, terms, length, tsv)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))"
+                " RETURNING partition_id, document_id, line_no, tier)"
+                " INSERT INTO line_vectors (partition_id, document_id, line_no, tier, digest)"
+                " SELECT partition_id, document_id, line_no, tier, %s FROM l",
                 [
-                    (pid, doc_id, il.number, tier, il.text, il.terms, il.length, lexemes(pid, il.terms))
+                    (
+                        pid,
+                        doc_id,
+                        il.number,
+                        tier,
+                        il.text,
+                        il.terms,
+                        il.length,
+                        lexemes(pid, il.terms),
+                        line_digest(il.text),
+                    )
                     for il in indexed
                 ],
             )
         lines_delta += len(indexed)
         terms_delta += sum(il.length for il in indexed)
     return lines_delta, terms_delta
+
+
+def _index_only(conn: _Conn) -> None:
+    """Inside a transaction: the backlog's statements read the index on ``model``. Without
+    statistics yet (a new shard, just embedded) the planner guesses a third of the rows match
+    and scans every shard's vectors: 270 ms instead of under 1 ms to find nothing on 20,000 lines."""
+    conn.execute("SET LOCAL enable_seqscan = off")
+
+
+def _fused(
+    conn: _Conn,
+    query: text.Query,
+    vector: QueryVector,
+    searched: dict[str, Any],
+    lexical: list[RecallSnippet],
+    limit: int,
+) -> list[RecallSnippet]:
+    """``lexical`` fused with the searched lines' closeness in meaning to ``vector`` (P36).
+
+    The vectors are read with the lexical candidates' scope inside the statement (the
+    partitions' ids, so only their shards are opened, and their tiers), of the query's model only (P38).
+    """
+    size = 2 * vector.dimensions
+    rows = conn.execute(
+        "SELECT d.label, v.line_no, v.partition_id, v.document_id, d.sha256, v.vector FROM line_vectors AS v"
+        " JOIN documents AS d ON d.partition_id = v.partition_id AND d.id = v.document_id"
+        " WHERE v.partition_id = ANY(%(pids)s) AND d.partition_id = ANY(%(pids)s) AND v.tier = ANY(%(tiers)s)"
+        " AND v.model = %(model)s AND length(v.vector) = %(size)s",
+        {**searched, "model": vector.model_id, "size": size},
+    ).fetchall()
+    refs: list[text.LineRef] = [(str(r[0]), int(r[1])) for r in rows]
+    keys = {ref: (int(r[2]), int(r[3]), str(r[4])) for ref, r in zip(refs, rows, strict=True)}
+    blobs = [bytes(r[5]) for r in rows]
+    similar = text.similarities(vector, refs, vectors_from_bytes(blobs, vector.dimensions), lexical)
+
+    def line_texts(wanted: Sequence[text.LineRef]) -> dict[text.LineRef, tuple[str, str]]:
+        params = [[keys[ref][i] for ref in wanted] for i in range(2)] + [[ref[1] for ref in wanted]]
+        found = {
+            (int(pid), int(doc), int(number)): str(line)
+            for pid, doc, number, line in conn.execute(
+                "SELECT l.partition_id, l.document_id, l.line_no, l.text FROM lines AS l"
+                " JOIN unnest(%s::bigint[], %s::bigint[], %s::int[]) AS k(p, d, n)"
+                " ON l.partition_id = k.p AND l.document_id = k.d AND l.line_no = k.n"
+                " WHERE l.partition_id = ANY(%s)",
+                (*params, searched["pids"]),
+            )
+        }
+        out = {}
+        for ref in wanted:
+            pid, doc, digest = keys[ref]
+            line = found.get((pid, doc, ref[1]))
+            if line is not None:
+                out[ref] = (line, digest)
+        return out
+
+    return text.fuse(query, lexical, similar, line_texts, limit)
 
 
 def _lines_shard(documents_shard: str) -> str:

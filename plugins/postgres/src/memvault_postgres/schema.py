@@ -29,6 +29,12 @@ Version history:
   removed without rewriting the files, so a later erasure of the subject
   rewrites those shards and removes the quarantine copies of those documents
   (see :func:`_to_v5`).
+* **6**: recall by meaning (contract P36-P40): ``line_vectors``, one row per
+  indexed line, written with the line in its transaction and deleted with it:
+  the digest of its text, and once embedded the model and the vector
+  (little-endian float16 ``bytea``); hash-partitioned by partition id like
+  ``lines`` (shard ``line_vectors_N`` beside ``lines_N``), so an erasure
+  rewrites its shard too (see :func:`_to_v6`).
 
 Columns holding memory text never get planner statistics (``SET STATISTICS
 0``): ``ANALYZE`` would otherwise copy sample values into ``pg_statistic``,
@@ -53,12 +59,23 @@ from memvault import body_sha256
 
 __all__ = ["SCHEMA_VERSION", "SHARDS", "ForeignSchema", "NewerSchema", "body_sha256", "migrate"]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 #: ``documents`` and ``lines`` are split into this many hash partitions.
 SHARDS: Final = 16
 SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _OUR_TABLES: Final = frozenset(
-    {"meta", "partitions", "documents", "lines", "quarantine", "erasures", "probe", "tier_counts", "forgotten_subjects"}
+    {
+        "meta",
+        "partitions",
+        "documents",
+        "lines",
+        "quarantine",
+        "erasures",
+        "probe",
+        "tier_counts",
+        "forgotten_subjects",
+        "line_vectors",
+    }
 )
 #: About one write in this many folds its partition's and tier's change rows into one.
 TIER_COUNTS_FOLD: Final = 16
@@ -256,12 +273,50 @@ def _to_v5(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         )
 
 
+def _to_v6(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """``line_vectors``: a row per indexed line, its vector once the embedder made one (P37).
+
+    A row without a model is a line waiting for its vector: the index on ``model`` finds
+    those (and the lines whose vector is of another model) without reading the vectors, and
+    the backlog survives a crash like the line itself. The row is written and deleted in
+    the transaction that writes or deletes its line, so no vector outlives its text. A
+    separate table, not columns of ``lines``: storing a vector there would write a new
+    version of the line and new entries in its search index.
+    Every line indexed before waits for a vector (their digests computed here, once).
+    Idempotent: a store set back to an older version number with its table kept upgrades again.
+    """
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS line_vectors (partition_id bigint NOT NULL, document_id bigint NOT NULL,"
+        " line_no integer NOT NULL, tier text NOT NULL, digest text NOT NULL, model text, vector bytea,"
+        " PRIMARY KEY (partition_id, document_id, line_no)) PARTITION BY HASH (partition_id)"
+    )
+    for n in range(SHARDS):
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} PARTITION OF line_vectors FOR VALUES WITH (MODULUS {}, REMAINDER {})"
+            ).format(sql.Identifier(f"line_vectors_{n}"), sql.Literal(SHARDS), sql.Literal(n))
+        )
+    conn.execute("CREATE INDEX IF NOT EXISTS line_vectors_by_model ON line_vectors (model)")
+    # Derived from memory text: never sampled into pg_statistic, where an erasure cannot reach it.
+    for column in ("digest", "vector"):
+        conn.execute(
+            sql.SQL("ALTER TABLE line_vectors ALTER COLUMN {} SET STATISTICS 0").format(sql.Identifier(column))
+        )
+    conn.execute("LOCK TABLE lines IN SHARE MODE")  # writers of schema 5 wait for the commit
+    conn.execute(
+        "INSERT INTO line_vectors (partition_id, document_id, line_no, tier, digest)"
+        " SELECT partition_id, document_id, line_no, tier, left(encode(sha256(convert_to(text, 'UTF8')), 'hex'), 16)"
+        " FROM lines ON CONFLICT DO NOTHING"
+    )
+
+
 #: ``MIGRATIONS[v]`` brings a version ``v`` schema to version ``v + 1``.
 MIGRATIONS: Final[dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]]] = {
     1: _to_v2,
     2: _to_v3,
     3: _to_v4,
     4: _to_v5,
+    5: _to_v6,
 }
 
 
