@@ -25,6 +25,15 @@ check raises (:class:`~memvault.contract.errors.ContentRejected`), the provider
 must let the exception through unchanged and write nothing: roll the
 transaction back, leave the file as it was, add no data-subject tag.
 
+What the model reads together is judged together. A recall's hits reach the
+model side by side, so the scanner judges them as one text too:
+:func:`recalled_text` is that text, the one definition of how a recall is
+rendered for the scan. A write can make the model read more than the document
+it lands in (a notes slot shows every note of its notebook, stored in several
+documents, as one message): the writer declares that text with
+:func:`rendered_view` around its retain, and the scanner judges it with the
+write (:func:`current_rendered_view`).
+
 May import: nothing of memvault (the standard library only).
 """
 
@@ -32,10 +41,19 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Final, NamedTuple
 
-__all__ = ["StoredCheck", "check_stored", "current_stored_check", "stored_check"]
+__all__ = [
+    "RenderedView",
+    "StoredCheck",
+    "check_stored",
+    "current_rendered_view",
+    "current_stored_check",
+    "recalled_text",
+    "rendered_view",
+    "stored_check",
+]
 
 #: What a scanner installs: called with the stored body and its sha256 ("" when the provider has none at hand).
 StoredCheck = Callable[[str, str], None]
@@ -99,3 +117,72 @@ class _Installed:
 def stored_check(check: StoredCheck) -> contextlib.AbstractContextManager[None]:
     """Install ``check`` for the provider calls made inside the ``with`` block (the scanner's side)."""
     return _Installed(check)
+
+
+# -- what the model reads together (P19, P29) ---------------------------------------------------------
+
+
+def recalled_text(snippets: Iterable[str]) -> str:
+    """A recall's hits as the model reads them, for the scanner: the snippets in rank order, one per line.
+
+    The default lifecycle gives the model each hit as a message, in rank order;
+    the ``search`` tool, the MCP server and the service return them as a list in
+    that order. The scanner judges this text once per recall, besides each
+    hit's document on its own, so an injection split across documents that one
+    recall brings together is withheld (contract P19).
+    """
+    return "\n".join(snippets)
+
+
+class RenderedView(NamedTuple):
+    """What the model will read once a write lands (:func:`rendered_view`), and the part of it already seen."""
+
+    text: str
+    #: A prefix of ``text`` the model was already shown (``""``: none): a scanner that judged it clean
+    #: before may rescan only what follows it and its tail.
+    extends: str
+
+
+_VIEW: Final[contextvars.ContextVar[RenderedView | None]] = contextvars.ContextVar(
+    "memvault_rendered_view", default=None
+)
+
+
+class _Declared:
+    """The ``with`` block :func:`rendered_view` returns."""
+
+    __slots__ = ("_token", "_view")
+
+    def __init__(self, view: RenderedView) -> None:
+        self._view = view
+
+    def __enter__(self) -> None:
+        self._token = _VIEW.set(self._view)
+
+    def __exit__(self, *exc: object) -> None:
+        _VIEW.reset(self._token)
+
+
+def rendered_view(text: str, *, extends: str = "") -> contextlib.AbstractContextManager[None]:
+    """Declare, for the retains made inside the ``with`` block, what the model will read once they land.
+
+    A writer whose documents reach the model together with other text (a notes
+    slot's rendered notebook: every note, one per line, though each is stored
+    apart) wraps its retain in this block; the vault's scanner then judges
+    ``text`` with the write, and a ``ContentRejected`` for it refuses the write
+    as for its own content (nothing written, a quarantine copy of ``text`` kept).
+    ``extends``: a prefix of ``text`` the model already read (the notebook before
+    a new note), which a scanner may have judged clean already.
+
+    A scanner that does not look at it judges the write alone, as before; a
+    vault whose provider scans upstream (``scans_upstream``) has no local
+    scanner, so the view is not judged there.
+    """
+    if extends and not text.startswith(extends):
+        extends = ""
+    return _Declared(RenderedView(text, extends))
+
+
+def current_rendered_view() -> RenderedView | None:
+    """The view declared around this retain with :func:`rendered_view` (the scanner's side), or ``None``."""
+    return _VIEW.get()

@@ -28,6 +28,12 @@ the log back and checks that its own nonce won the version: if another writer
 got there first, the write is retried on the new state, or, when the caller
 passed ``expected_version``, rejected with :class:`NotesConflict`.
 
+The model reads the notes together, one per line, though each sits in its own
+2200-byte operation: a save or remove declares the notebook it will leave
+(:func:`memvault.contract.scanning.rendered_view`), and the vault's scanner
+judges that text with the append, so two notes that read as an injection side
+by side are refused as one document holding both would be.
+
 Known limit: the log is never compacted; removed and superseded entries keep
 their bytes in earlier segments (a recall reads every segment).
 
@@ -46,6 +52,7 @@ from attrs import frozen
 from memvault.contract.errors import CapExceeded, InvalidRequest, NotesConflict
 from memvault.contract.lifecycle import MemoryVerbs, RecalledMessage, RecallOutcome, Tool
 from memvault.contract.models import ReadRequest, RetainRequest, Tier, validate_text
+from memvault.contract.scanning import rendered_view
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -164,6 +171,18 @@ def _replay(ops: list[_Op]) -> tuple[NotesDocument, dict[int, str]]:
     return NotesDocument(version=version, entries=entries, next_index=next_index), winners
 
 
+def _apply(doc: NotesDocument, action: str, arg: str) -> NotesDocument:
+    """``doc`` after one winning operation (as :func:`_replay` applies it)."""
+    entries = dict(doc.entries)
+    next_index = doc.next_index
+    if action == "save":
+        entries[next_index] = arg
+        next_index += 1
+    elif arg.isdigit():
+        entries.pop(int(arg), None)
+    return NotesDocument(version=doc.version + 1, entries=entries, next_index=next_index)
+
+
 def _op_line(version: int, nonce: str, action: str, arg: str) -> str:
     line = f"v{version} {nonce} {action} {arg}"
     padding = OP_BYTES - 1 - len(line.encode("utf-8"))
@@ -230,7 +249,13 @@ class NotesStore:
                 return decided  # nothing to write (a duplicate save)
             action, arg, index = decided
             nonce = uuid.uuid4().hex[:16]
-            self._append(_op_line(doc.version + 1, nonce, action, arg), last_segment)
+            # What the model will read once this operation wins, judged by the vault's scanner with the
+            # append: a note is refused when it reads as an injection next to the others. A new note comes
+            # last, so the notebook before it is a prefix (already judged, unless notes were removed since).
+            before = doc.render()
+            view = _apply(doc, action, arg).render()
+            with rendered_view(view, extends=before if action == "save" else ""):
+                self._append(_op_line(doc.version + 1, nonce, action, arg), last_segment)
             after, winners = _replay(self._read_log()[0])
             if winners.get(doc.version + 1) == nonce:
                 return NotesChange(version=doc.version + 1, index=index, changed=True)

@@ -86,9 +86,23 @@ def _fold_drops() -> re.Pattern[str]:
     return _character_classes()[1]
 
 
+#: A run of non-ASCII characters: only these can be dropped or mapped by folding.
+_NON_ASCII: Final = re.compile("[^\x00-\x7f]+")
+
+
+def _fold_run(run: re.Match[str]) -> str:
+    return _fold_drops().sub("", run.group()).translate(confusables())
+
+
 def fold(text: str) -> str:
-    """NFKD-normalise, drop combining marks and format characters, and map UTS #39 confusables to ASCII."""
-    return _fold_drops().sub("", unicodedata.normalize("NFKD", text)).translate(confusables())
+    """NFKD-normalise, drop combining marks and format characters, and map UTS #39 confusables to ASCII.
+
+    Both steps touch non-ASCII characters only (no ASCII character is a mark, a format character or a
+    confusable), so they run on the non-ASCII runs alone: the drop class has hundreds of ranges, and
+    matching it at every position cost about 1.3 us a character (2.8 ms for 2 KB of English text
+    holding one dash), against 0.02 us for finding the runs.
+    """
+    return _NON_ASCII.sub(_fold_run, unicodedata.normalize("NFKD", text))
 
 
 # Arabic harakat and the superscript alef: optional vowel marks that phrases are written without.

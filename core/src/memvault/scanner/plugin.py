@@ -6,12 +6,22 @@
   content for ``append``) before the provider writes anything. A verdict that
   rejects raises :class:`~memvault.errors.ContentRejected` and asks the provider
   to keep a quarantine copy (``memvault_quarantine_keep``); the live document is
-  unchanged. For an ``append`` on a provider that declares ``checks_stored``,
+  unchanged. When the writer declared what the model will read once the write
+  lands (:func:`memvault.contract.scanning.rendered_view`: a notes slot's
+  rendered notebook), that text is judged too, and rejected the same way. For
+  an ``append`` on a provider that declares ``checks_stored``,
   the scan runs inside the provider's write, on the very body it extends
   (:func:`memvault.contract.scanning.check_stored`); on any other provider the
   scanner reads the stored body back first.
 * ``memvault_recall`` drops every hit whose document fails the scan and lists
-  that document's label in ``RecallResult.quarantined``.
+  that document's label in ``RecallResult.quarantined``. Then it judges the
+  hits together, as the model reads them
+  (:func:`memvault.contract.scanning.recalled_text`): when they fail together
+  (an injection split across documents that this recall reassembles), the
+  documents whose hits make up the match are withheld the same way, and a
+  WARNING on the ``memvault.scanner`` logger names them, the category and the
+  rule. Nothing is written, so no quarantine copy is kept: the documents stay
+  as they are, and each stays readable alone.
 * ``memvault_read`` returns a ``[BLOCKED: ...]`` placeholder and the quarantine
   metadata instead of a document that fails the scan.
 
@@ -29,10 +39,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping
 from typing import Any, Final
+
+import attrs
 
 from memvault.contract.errors import ContentRejected, InvalidRequest, PluginError
 from memvault.contract.forking import after_fork_in_child
@@ -55,21 +68,27 @@ from memvault.contract.models import (
     parse_label,
 )
 from memvault.contract.registration import RegisterScanner
-from memvault.contract.scanning import stored_check
+from memvault.contract.scanning import RenderedView, current_rendered_view, recalled_text, stored_check
 from memvault.hooks.markers import hookimpl
 from memvault.scanner.engine import DEFAULT_POLICY, Finding, ScanPolicy, scan, tail_start
 from memvault.scanner.quarantine import blocked_placeholder
 
-__all__ = ["CACHE_SIZE", "BuiltinScanner", "builtin_scanner"]
+__all__ = ["CACHE_SIZE", "JOINT_CACHE_SIZE", "BuiltinScanner", "builtin_scanner"]
 
 #: How many verdicts one scanner keeps (by body sha256).
 CACHE_SIZE: Final = 4096
+#: How many verdicts on recalls' hits read together one scanner keeps (by the text's sha256), apart from
+#: the documents' verdicts: most recalls ask something new, and their texts must not push out the
+#: verdicts on documents, which every recall reuses.
+JOINT_CACHE_SIZE: Final = 512
 #: How many sha256 states of appended bodies one scanner keeps, so the next append hashes only its content.
 STATES_SIZE: Final = 1024
 #: The shortest body whose sha256 state is kept: keeping (copying, freeing) a state costs about what
 #: hashing 1-2 KB does, so shorter bodies are hashed again instead.
 STATE_MIN_CHARS: Final = 4096
 _UNKNOWN: Final = Finding(category="", pattern="", form="", excerpt="")
+
+log = logging.getLogger("memvault.scanner")
 
 
 def _new_lock(scanner: Any) -> None:
@@ -105,6 +124,7 @@ class BuiltinScanner:
         )
         self._cache: OrderedDict[str, Finding | None] = OrderedDict()
         self._cache_size = cache_size
+        self._joint_cache: OrderedDict[str, Finding | None] = OrderedDict()
         # sha256 states of the bodies appends produced, by digest (insertion order; the oldest go first).
         self._states: OrderedDict[str, Any] = OrderedDict()
         self._states_size = max(1, min(cache_size, STATES_SIZE))
@@ -227,6 +247,11 @@ class BuiltinScanner:
             # caller spend the service's CPU on writes that never land (seconds for some 1 MB shapes).
             # What a provider returns is scanned again on every read and recall.
             return (yield)
+        view = current_rendered_view()
+        if view is not None:
+            digest, finding = self._view_verdict(view)
+            if finding is not None:
+                self._reject(request, view.text, digest, finding, seen_with=True)
         if request.mode is not Mode.APPEND:
             digest, finding = self.verdict(request.content)
             if finding is not None:
@@ -271,6 +296,17 @@ class BuiltinScanner:
         assert result is not None
         return result
 
+    def _view_verdict(self, view: RenderedView) -> tuple[str, Finding | None]:
+        """The digest of and the verdict on what the model will read once a write lands.
+
+        When the view extends text the model already read (``view.extends``) and
+        that text was judged clean, only its tail and what follows are rescanned,
+        as for an append.
+        """
+        if view.extends:
+            return self._append_verdict(view.extends, view.text[len(view.extends) :])
+        return self.verdict(view.text)
+
     def _check_append(self, request: RetainRequest, stored: str, digest: str) -> tuple[str, str, Finding] | None:
         """The check run inside the provider's write: ``None`` when ``stored + content`` is clean,
         else what :meth:`_reject` needs (final body, its digest, the finding)."""
@@ -279,7 +315,14 @@ class BuiltinScanner:
             return None
         return stored + request.content, final_digest, finding
 
-    def _reject(self, request: RetainRequest, body: str, digest: str, finding: Finding) -> None:
+    def _reject(
+        self, request: RetainRequest, body: str, digest: str, finding: Finding, *, seen_with: bool = False
+    ) -> None:
+        """Keep a quarantine copy of ``body`` and raise ``ContentRejected``.
+
+        ``seen_with``: ``body`` is the view the writer declared (what the model reads with this write),
+        not the document's final body; the copy is that view.
+        """
         record = QuarantineRecord(
             workspace_id=request.workspace_id,
             agent_id=request.agent_id if request.tier is not Tier.CREW else "",
@@ -292,6 +335,11 @@ class BuiltinScanner:
             data_subject_id=request.data_subject_id,
         )
         details = finding.describe()
+        if seen_with:
+            details = (
+                "in what the model will read once this write lands (the view its writer declared, such as a "
+                f"notes slot's whole notebook), not in the write alone: {details}"
+            )
         try:
             kept = self._bound(self._keep, "memvault_quarantine_keep")(record=record) is True
         except Exception as exc:  # fail closed: the write fails whatever the store does
@@ -332,28 +380,77 @@ class BuiltinScanner:
         result = yield
         if not isinstance(result, RecallResult) or not result.hits:
             return result
-        blocked = self._blocked_sources(request, _digests(result.hits))
-        if not blocked:
-            return result
-        hits = [h for h in result.hits if h.source not in blocked]
-        if len(hits) < request.limit < MAX_RECALL_LIMIT:
-            # Dropped hits left room: ask once more with the widest limit and filter again.
-            wider = self._bound(self._recall, "memvault_recall")(
-                request=RecallRequest(
-                    workspace_id=request.workspace_id,
-                    agent_id=request.agent_id,
-                    crew_id=request.crew_id,
-                    query=request.query,
-                    tier=request.tier,
-                    limit=MAX_RECALL_LIMIT,
+        hits, quarantined = result.hits, result.quarantined
+        blocked = self._blocked_sources(request, _digests(hits))
+        if blocked:
+            hits = [h for h in hits if h.source not in blocked]
+            if len(hits) < request.limit < MAX_RECALL_LIMIT:
+                # Dropped hits left room: ask once more with the widest limit and filter again.
+                wider = self._bound(self._recall, "memvault_recall")(
+                    request=attrs.evolve(request, limit=MAX_RECALL_LIMIT)
                 )
+                if isinstance(wider, RecallResult):
+                    fresh = {src: d for src, d in _digests(wider.hits).items() if src not in blocked}
+                    blocked |= self._blocked_sources(request, fresh)
+                    hits = [h for h in wider.hits if h.source not in blocked]
+            hits = hits[: request.limit]
+            quarantined = sorted(set(quarantined) | blocked)
+        together = self._withheld_together(request, hits)
+        if together:
+            hits = [h for h in hits if h.source not in together]
+            quarantined = sorted(set(quarantined) | together)
+        if not blocked and not together:
+            return result
+        return attrs.evolve(result, hits=hits, quarantined=quarantined)
+
+    def _joint(self, hits: list[RecallSnippet]) -> Finding | None:
+        """The verdict on ``hits`` read together (:func:`recalled_text`), cached by the text's sha256."""
+        text = recalled_text(h.snippet for h in hits)
+        digest = body_sha256(text)
+        with self._lock:
+            if digest in self._joint_cache:
+                self._joint_cache.move_to_end(digest)
+                return self._joint_cache[digest]
+        finding = self._scan(text)
+        with self._lock:
+            self._joint_cache[digest] = finding
+            if len(self._joint_cache) > JOINT_CACHE_SIZE:
+                self._joint_cache.popitem(last=False)
+        return finding
+
+    def _withheld_together(self, request: RecallRequest, hits: list[RecallSnippet]) -> set[str]:
+        """The labels of the documents whose hits, read together with the others, fail the scan (P19).
+
+        Each document already passed on its own, so a finding here is made of
+        several hits (or of lines of one document that the ranking put side by
+        side). The hits that make it up are found by leaving hits out
+        (:func:`_parts`); their documents are withheld, and the rest judged
+        again, until what is left reads clean. Only a recall that fails
+        together pays for more than the one scan.
+        """
+        if len(hits) < 2:
+            return set()
+        finding = self._joint(hits)
+        withheld: set[str] = set()
+        remaining = hits
+        while finding is not None:
+            parts = {remaining[i].source for i in _parts(remaining, self._joint)}
+            where = ", ".join(
+                f"{name} {ident!r}" for name, ident in (("agent", request.agent_id), ("crew", request.crew_id)) if ident
             )
-            if isinstance(wider, RecallResult):
-                fresh = {src: d for src, d in _digests(wider.hits).items() if src not in blocked}
-                blocked |= self._blocked_sources(request, fresh)
-                hits = [h for h in wider.hits if h.source not in blocked]
-        quarantined = sorted(set(result.quarantined) | blocked)
-        return RecallResult(hits=hits[: request.limit], quarantined=quarantined)
+            log.warning(
+                "recall withheld %s (workspace %r, %s): read together, their hits fail the scan "
+                "(category %s, rule %s) though each document passes alone; nothing was written or changed",
+                ", ".join(sorted(parts)),
+                request.workspace_id,
+                where,
+                finding.category,
+                finding.pattern,
+            )
+            withheld |= parts
+            remaining = [h for h in remaining if h.source not in parts]
+            finding = self._joint(remaining) if remaining else None
+        return withheld
 
     def _blocked_sources(self, request: RecallRequest, sources: dict[str, str]) -> set[str]:
         """The labels among ``sources`` (label -> body digest, or "") whose documents fail the scan.
@@ -429,6 +526,22 @@ class _AppendCheck:
                 kept=False,
                 **_extras(finding),
             )
+
+
+def _parts(hits: list[RecallSnippet], judge: Callable[[list[RecallSnippet]], Finding | None]) -> list[int]:
+    """The indexes of the hits that make up one finding in ``hits`` read together (``judge`` fails them).
+
+    The shortest failing prefix ends with a part; the shortest failing run that
+    ends there starts with one; a hit between them is a part when leaving it out
+    clears the run. A judge that fails no prefix (not monotonic) gives every hit.
+    """
+    end = next((k for k in range(1, len(hits) + 1) if judge(hits[:k]) is not None), 0)
+    if end == 0:
+        return list(range(len(hits)))
+    start = next(j for j in range(end - 1, -1, -1) if judge(hits[j:end]) is not None)
+    run = hits[start:end]
+    between = [m for m in range(1, len(run) - 1) if judge(run[:m] + run[m + 1 :]) is None]
+    return sorted({start, end - 1, *(start + m for m in between)})
 
 
 def _extras(finding: Finding) -> dict[str, Any]:
