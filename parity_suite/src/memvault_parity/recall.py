@@ -8,6 +8,7 @@ import pytest
 
 import memvault
 from memvault_parity.base import LABEL_SHAPE, SuiteBase
+from memvault_parity.versions import since
 
 __all__ = ["RecallTests"]
 
@@ -203,6 +204,7 @@ class RecallTests(SuiteBase):
         self.put(vault, ws, "tangerine label check\n", tier=tier, key=key)
         assert [h.source for h in self.find(vault, ws, "tangerine", tier=tier)] == [label]
 
+    @since("1.0")
     def test_hit_digest_when_given_is_the_sha256_of_the_document_body(self, vault: memvault.Vault, ws: str) -> None:
         """P18/P19: an optional hit digest must be the body's sha256, or the scanner would trust a wrong verdict."""
         self.put(vault, ws, "quince digest check\nsecond line\n", tier="pins")

@@ -8,7 +8,8 @@ A provider's ``tests/test_parity.py`` subclasses it and names the provider::
         provider = "my-provider"
 
 Adding a group of tests is adding a mixin to the bases below (the scanner
-tests, P29-P31, go in :mod:`memvault_parity.scanner` as ``ScannerTests``).
+tests, P29-P31, go in :mod:`memvault_parity.scanner` as ``ScannerTests``; what
+the model reads together, in :mod:`memvault_parity.scan_together` as ``JointScanTests``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from memvault_parity.partitions import PartitionTests
 from memvault_parity.recall import RecallTests
 from memvault_parity.retain import CapTests, ModeTests, TierTests
 from memvault_parity.retain_many import RetainManyTests
+from memvault_parity.scan_together import JointScanTests
 from memvault_parity.scanner import ScannerTests
 from memvault_parity.vectors import VectorTests
 
@@ -45,6 +47,7 @@ class ProviderSuite(
     CrashTests,
     ForkTests,
     ScannerTests,
+    JointScanTests,
     ListingTests,
     VectorTests,
 ):

@@ -45,7 +45,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 #: than :data:`memvault.CONTRACT_VERSION` (the tags of docs/reference/contract.md; a test
 #: keeps the two equal). A line not listed is the newest version's: one added now.
 LINE_VERSIONS: dict[str, str] = {
-    **{f"P{n}": "1.0" for n in range(1, 33) if n != 24},
+    **{f"P{n}": "1.0" for n in range(1, 33) if n not in (19, 24, 29)},
     "P24": "1.2",
     "P33": "1.1",
     "P34": "1.2",
