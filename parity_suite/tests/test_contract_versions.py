@@ -129,7 +129,7 @@ def test_an_unknown_contract_version_fails_the_plugin_saying_which_exist(tmp_pat
     site = _install(tmp_path, bad)  # type: ignore[arg-type]
     done = _memvault(site, "providers")
     assert "ignores-limit" not in done.stdout
-    assert "versioned-plugin not usable" in done.stderr
+    assert "plugin versioned-plugin (distribution memvault-versioned-plugin) not usable" in done.stderr
     assert "contract_version" in done.stderr
     assert ("newer than this memvault knows" in done.stderr) if bad == "2.0" else ("1.0, 1.1" in done.stderr)
 
