@@ -13,6 +13,9 @@ from memvault.registry import reset_registry
 def _fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("MEMVAULT_LOAD_PLUGINS", raising=False)
     monkeypatch.delenv("MEMVAULT_DISABLE_PLUGINS", raising=False)
+    # Recall by words only unless a test gives its vault an embedder (test_vectors.py): the installed
+    # default embedder would otherwise embed in the background and add hits by meaning to every recall.
+    monkeypatch.setenv("MEMVAULT_EMBEDDER", "off")
     reset_registry()
     yield
     reset_registry()

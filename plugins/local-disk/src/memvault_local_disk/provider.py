@@ -10,7 +10,8 @@ Layout (everything a person needs to read or edit with any editor)::
 
 Dot-prefixed files beside a document are the provider's own: ``.<name>.lock``
 (the lock sentinel), ``.<name>.subject`` (the data subjects that wrote to the
-document, one per line: contract P13) and
+document, one per line: contract P13), ``.<name>.vectors`` (the vectors of its
+lines, for recall by meaning: :mod:`memvault_local_disk.vectors`) and
 ``.<name>.tmp-*`` (a write in flight). Recall and read only ever open exact
 document names, so none of them is visible through the verbs.
 """
@@ -19,21 +20,23 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import logging
 import os
 import stat
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
 from memvault import check_stored
 from memvault import search as text
+from memvault.contract.embedding import PendingLine, QueryVector
 from memvault.contract.errors import InvalidRequest, MemvaultError, SkippedUnreadable, UpstreamError
 from memvault.contract.models import (
     Capability,
@@ -62,6 +65,7 @@ from memvault_local_disk.index import DEFAULT_CACHE_BYTES, DocumentIndex
 from memvault_local_disk.layout import FIXED_FILES, SUBFOLDERS, decode, describe, location, partition_parts
 from memvault_local_disk.lazy import LazyDocument
 from memvault_local_disk.quarantine import QuarantineFolder
+from memvault_local_disk.vectors import SUFFIX, VectorFiles, remove_orphans, sidecar_name
 
 __all__ = ["LocalDiskProvider"]
 
@@ -79,14 +83,17 @@ def _guarding(target: str) -> str:
     """The document whose lock guards writes of ``target``: a tag file's document, else ``target``."""
     if target.startswith(".") and target.endswith(".subject"):
         return target[1 : -len(".subject")]
+    if target.startswith(".") and target.endswith(SUFFIX):  # a sidecar of vectors
+        return target[1 : -len(SUFFIX)]
     return target
 
 
 def _sweep(handle: fs.DirHandle, name: str) -> None:
-    """Remove what a crashed writer of document ``name`` left: its and its tag file's temporaries
-    (caller holds the document's lock). A tag file's temporary holds data subject ids."""
+    """Remove what a crashed writer of document ``name`` left: its, its tag file's and its sidecar's
+    temporaries (caller holds the document's lock). A tag file's temporary holds data subject ids."""
     fs.sweep_temporaries(handle, name)
     fs.sweep_temporaries(handle, _subject_name(name))
+    fs.sweep_temporaries(handle, sidecar_name(name))
 
 
 def _parse_subjects(data: bytes) -> set[str]:
@@ -118,6 +125,7 @@ class LocalDiskProvider:
             Capability.CASCADE_FORGET,
             Capability.LIST_DOCUMENTS,
             Capability.CHECKS_STORED,
+            Capability.VECTORS,
         }
     )
 
@@ -140,6 +148,7 @@ class LocalDiskProvider:
                 f"({exc.strerror or exc}): give a full path"
             ) from exc
         self._index = DocumentIndex(self.root, cache_bytes)
+        self._vectors = VectorFiles(self.root)
 
     def _quarantine(self, workspace_id: str) -> QuarantineFolder:
         return QuarantineFolder(self.root, validate_identifier(workspace_id, "workspace_id"))
@@ -150,6 +159,7 @@ class LocalDiskProvider:
     def close(self) -> None:
         """Drop the in-memory index cache (the files need no closing); it touches no file."""
         self._index.clear()
+        self._vectors.clear()
 
     # -- errors ---------------------------------------------------------------
 
@@ -214,6 +224,10 @@ class LocalDiskProvider:
                     fs.write_atomic(handle, subject_file, _encode_subjects(tags | {request.data_subject_id}))
                 elif current is None and not request.data_subject_id:
                     fs.remove_file(handle, subject_file)
+                if request.mode == "replace" or current is None:
+                    # A replace may change any line: the vectors of the text it replaces go before it
+                    # (derived data of text that is gone, P40); a new document starts with none.
+                    fs.remove_file(handle, sidecar_name(name))
                 fs.write_atomic(handle, name, body, mode=old_mode)
         return RetainResult(id=label, bytes=len(body), warning=warning)
 
@@ -232,12 +246,25 @@ class LocalDiskProvider:
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
         documents: list[LazyDocument] = []
+        scoped: list[tuple[Partition, LazyDocument]] = []
         with self._storage("search the memory files"):
             for partition, tiers in request.scopes():
-                documents.extend(self._index.documents(partition, tiers))
+                found = list(self._index.documents(partition, tiers))
+                documents.extend(found)
+                scoped.extend((partition, doc) for doc in found)
         digests = {doc.source: doc.digest for doc in documents}
-        hits = text.search(query, documents, request.limit)
-        return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
+        vector = request.vector
+        if vector is None:
+            hits = text.search(query, documents, request.limit)
+            return RecallResult(hits=[attrs.evolve(hit, digest=digests[hit.source]) for hit in hits])
+        lexical = text.with_digests(text.search(query, documents, text.FUSION_DEPTH), digests)
+        refs, matrix, lines = self._searched_vectors(scoped, vector)
+        similar = text.similarities(vector, refs, matrix, lexical)
+
+        def texts(wanted: Sequence[text.LineRef]) -> dict[text.LineRef, tuple[str, str]]:
+            return {(source, number): (lines[source][number], digests[source]) for source, number in wanted}
+
+        return RecallResult(hits=text.fuse(query, lexical, similar, texts, request.limit))
 
     @hookimpl
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
@@ -251,6 +278,7 @@ class LocalDiskProvider:
                 return ForgetResult(removed=0)
             removed = self._remove_document(handle, name, expected_subject=None, retry="repeat the forget")
         self._index.drop(parts, name)
+        self._vectors.drop(parts, name)
         return ForgetResult(removed=1 if removed else 0)
 
     @hookimpl
@@ -350,6 +378,90 @@ class LocalDiskProvider:
                         updated_at=dt.datetime.fromtimestamp(opened.st_mtime, dt.timezone.utc),
                     )
 
+    # -- vectors (contract P36-P40) ------------------------------------------------
+
+    @hookimpl
+    def memvault_vectors_pending(self, model_id: str, limit: int) -> list[PendingLine]:
+        out: list[PendingLine] = []
+        with self._storage("look for lines to embed"):
+            for parts in self._vector_folders():
+                with _quiet(), fs.open_dir(self.root, parts, create=False) as handle:
+                    if handle is None:
+                        continue
+                    for name in _document_names(parts, handle):
+                        out.extend(self._vectors.pending(handle, parts, name, model_id, limit - len(out)))
+                        if len(out) >= limit:
+                            return out
+        return out
+
+    @hookimpl
+    def memvault_vectors_store(self, model_id: str, vectors: list[tuple[str, bytes]]) -> int:
+        with self._storage("store the vectors of lines"):
+            return self._vectors.store(model_id, vectors)
+
+    @hookimpl
+    def memvault_vectors_backlog(self, model_id: str) -> int:
+        count = 0
+        with self._storage("count the lines to embed"):
+            for parts in self._vector_folders():
+                with _quiet(), fs.open_dir(self.root, parts, create=False) as handle:
+                    if handle is None:
+                        continue
+                    count += sum(
+                        self._vectors.count(handle, parts, name, model_id) for name in _document_names(parts, handle)
+                    )
+        return count
+
+    def _vector_folders(self) -> Iterator[tuple[str, ...]]:
+        """Every folder below the root that holds documents (a folder that cannot be read is skipped:
+        its documents are not searched either)."""
+        workspaces: list[str] = []
+        with _quiet(), fs.open_dir(self.root, (), create=False) as root:
+            workspaces = _folders(root)
+        for workspace in workspaces:
+            yield from self._document_folders(workspace, lambda _path: _quiet())
+
+    def _searched_vectors(
+        self, scoped: Sequence[tuple[Partition, LazyDocument]], vector: QueryVector
+    ) -> tuple[list[text.LineRef], Any, dict[str, dict[int, str]]]:
+        """The vectors of ``vector``'s model of the searched documents' current lines (P38: only theirs):
+        the lines, their vectors (one row each) and their texts by document and number.
+
+        A sidecar or folder that cannot be read gives no vectors (its lines rank by their words).
+        """
+        import numpy as np
+
+        folders: dict[tuple[str, ...], list[tuple[str, LazyDocument]]] = {}
+        for partition, doc in scoped:
+            sub, _, name = doc.source.rpartition("/")
+            parts = partition_parts(partition)
+            folders.setdefault((*parts, sub) if sub else parts, []).append((name, doc))
+        refs: list[text.LineRef] = []
+        chunks = []
+        lines: dict[str, dict[int, str]] = {}
+        for parts, docs in folders.items():
+            with _quiet(), fs.open_dir(self.root, parts, create=False) as handle:
+                if handle is None:
+                    continue
+                for name, doc in docs:
+                    found, matrix, texts = self._vectors.searched(
+                        handle,
+                        parts,
+                        name,
+                        doc.source,
+                        doc.digest,
+                        functools.partial(_line_text, doc),
+                        vector.model_id,
+                        vector.dimensions,
+                    )
+                    if found:
+                        refs.extend(found)
+                        chunks.append(matrix)
+                        lines[doc.source] = texts
+        if not chunks:
+            return refs, np.zeros((0, vector.dimensions), dtype=np.float32), lines
+        return refs, np.concatenate(chunks), lines
+
     # -- quarantine -----------------------------------------------------------
 
     @hookimpl
@@ -393,6 +505,7 @@ class LocalDiskProvider:
                 )
             if expected_subject is not None and expected_subject not in _read_subjects(handle, name):
                 return False
+            fs.remove_file(handle, sidecar_name(name))  # derived data first: a crash leaves no orphan vectors
             removed = fs.remove_file(handle, name)
             fs.remove_file(handle, _subject_name(name))
             _sweep(handle, name)
@@ -488,11 +601,49 @@ class LocalDiskProvider:
                     if self._remove_document(handle, name, expected_subject=subject, retry=unfinished.retry):
                         removed += 1
                     self._index.drop(parts, name)
+                    self._vectors.drop(parts, name)
             # A crash's temporaries may hold the subject's text or id (a tag file's, a document's
             # mid-append) with no tag naming the subject: an erasure leaves none in a folder it visits.
             with unfinished.attempt(handle.relpath, folder=handle.relpath):
                 fs.sweep_leftovers(handle, _guarding)
+            # And the vectors of documents deleted by hand (no tag names them: their text is gone).
+            with unfinished.attempt(handle.relpath, folder=handle.relpath):
+                remove_orphans(handle)
         return removed
+
+
+def _quiet() -> AbstractContextManager[object]:
+    return contextlib.suppress(OSError, MemvaultError)
+
+
+def _line_text(doc: LazyDocument, number: int) -> str | None:
+    """The text of indexed line ``number`` of ``doc`` (``None``: no such indexed line)."""
+    if number < 1:
+        return None
+    try:
+        return doc.line(number - 1).text
+    except IndexError:
+        return None
+
+
+def _document_names(parts: tuple[str, ...], handle: fs.DirHandle) -> list[str]:
+    """The names of the documents recall searches in the folder ``parts`` (open as ``handle``)."""
+    crew = parts[1] == "crews"
+    if len(parts) == 3:
+        tiers = [Tier.CREW] if crew else [t for t in Tier if t.is_agent_tier]
+        return [FIXED_FILES[t] for t in tiers if t in FIXED_FILES]
+    if crew:
+        return []
+    with os.scandir(handle.fd) as entries:
+        names = sorted(e.name for e in entries if not e.name.startswith("."))
+    out = []
+    for name in names:
+        try:
+            parse_label(f"{parts[3]}/{name}")
+        except InvalidRequest:
+            continue
+        out.append(name)
+    return out
 
 
 def _folders(handle: fs.DirHandle | None) -> list[str]:
