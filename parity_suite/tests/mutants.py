@@ -2196,12 +2196,14 @@ class VectorsKeptAfterReplace(_VectorMutant):
 
 
 class VectorsKeptAfterForget(_VectorMutant):
-    """P40: forget removes the document but not its vectors; a new document at the label inherits them.
+    """P40: forget removes the document but not its vectors, kept by label and line number, so a new
+    document at the label inherits them (its retain keeps what the store holds for the label).
 
     Killed by: test_p40_forget_by_id_removes_the_vectors.
     """
 
     drop_on_forget = False
+    drop_on_replace = False
 
 
 @attrs.frozen

@@ -16,9 +16,11 @@ May import: :mod:`memvault.contract`.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
@@ -40,6 +42,18 @@ DEFAULT_BATCH: Final = 32
 DEFAULT_POLL_SECONDS: Final = 2.0
 #: Queries whose vectors a vault keeps (an agent asks the same thing again within a turn).
 _QUERY_CACHE: Final = 256
+
+
+#: Every live worker, stopped before the interpreter exits: a daemon thread still inside the embedder's
+#: native code while the interpreter tears down aborts the process (onnxruntime: "terminate called
+#: without an active exception", exit 134), so a script that never closes its vault must not crash.
+_LIVE: weakref.WeakSet[Embedding] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_every_worker() -> None:
+    for embedding in list(_LIVE):
+        embedding.close(timeout=10.0)
 
 
 @frozen(kw_only=True)
@@ -99,6 +113,7 @@ class Embedding:
             self._start()
 
     def _start(self) -> None:
+        _LIVE.add(self)
         self._thread = threading.Thread(target=self._run, name=f"memvault-embed-{self.provider}", daemon=True)
         self._thread.start()
 

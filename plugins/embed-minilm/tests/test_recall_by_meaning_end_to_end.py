@@ -85,7 +85,7 @@ def test_p37_cli_commands_leave_lines_pending_and_reembed_embeds_them(tmp_path: 
         found = _cli(tmp_path, *store, "recall", "--workspace", "w", "--agent", "a", "--limit", "3", "--json", question)
         hits = json.loads(found.stdout)["hits"]
         assert line in [hit["line"] for hit in hits], (question, hits)
-        assert hits[0]["similarity"] > 0.2
+        assert next(hit for hit in hits if hit["line"] == line)["similarity"] > 0.1
     explained = _cli(tmp_path, *store, "recall", "--workspace", "w", "--agent", "a", "--explain", FACTS[1][1])
     assert "MEANING" in explained.stdout
     assert "Subaru" in explained.stdout
@@ -198,3 +198,20 @@ def test_p40_export_carries_no_vectors_and_an_import_is_embedded_again(tmp_path:
     assert "wait to be embedded" in imported.stdout
     health = json.loads(_cli(tmp_path, *target, "health", "--json").stdout)
     assert health["embedding_backlog"] == 1
+
+
+def test_p37_a_script_that_never_closes_its_vault_exits_cleanly(tmp_path: Path) -> None:
+    """The background worker is stopped before the interpreter exits: a thread still inside onnxruntime at
+    teardown aborted the process ("terminate called without an active exception", exit 134)."""
+    script = (
+        "import memvault\n"
+        "vault = memvault.open('memory')\n"
+        "for i in range(60):\n"
+        "    vault.retain(memvault.RetainRequest(workspace_id='w', agent_id='a', tier='daily', key='2024-01-01',\n"
+        "                 content=f'line {i} about cars, trains and the weather\\n', mode='append'))\n"
+    )
+    codes = [
+        subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=_env(), timeout=120, check=False).returncode
+        for _ in range(6)
+    ]
+    assert codes == [0] * 6

@@ -267,6 +267,20 @@ _SCHEMAS: Final[dict[str, Any]] = {
             "snippet": {"type": "string", "maxLength": MAX_SNIPPET_CHARS},
             "digest": {"type": "string", "description": "sha256 of the source document's body, or empty"},
             "score": {"type": "number", "minimum": 0, "maximum": 1},
+            "lexical": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "recall by meaning (P39): the line's lexical score, 0 when it shares no term; "
+                "absent from a recall by words only",
+            },
+            "similarity": {
+                "type": ["number", "null"],
+                "minimum": 0,
+                "maximum": 1,
+                "description": "recall by meaning (P39): the line's cosine similarity to the query, clipped to "
+                "[0, 1]; null for a line not embedded yet; absent from a recall by words only",
+            },
         },
         ["source", "line", "snippet", "score"],
     ),
@@ -356,6 +370,12 @@ _SCHEMAS: Final[dict[str, Any]] = {
                 "type": "integer",
                 "minimum": 0,
                 "description": "erasures whose scrub from the store's files is still pending (P24); absent means 0",
+            },
+            "embedding_backlog": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "lines waiting for a vector of the service's embedder (P37); found by their words "
+                "meanwhile; absent means 0",
             },
         },
         ["ok", "message", "checked_at"],
