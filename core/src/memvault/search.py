@@ -1096,14 +1096,22 @@ def similarities(
         return {}
     if vectors.shape != (len(lines), query.dimensions):
         raise ValueError(f"vectors of shape {vectors.shape} for {len(lines)} lines of {query.dimensions} dimensions")
-    cosine = vectors.astype(np.float64) @ query.values.astype(np.float64)
-    order = sorted(range(len(lines)), key=lambda i: (-round(float(cosine[i]), 6), lines[i]))
-    chosen = {lines[i]: round(float(cosine[i]), 6) for i in order[:depth]}
+    cosine = np.round(vectors.astype(np.float64) @ query.values.astype(np.float64), 6)
+    # The best `depth` by cosine, ties by (label, line): every line at least as close as the depth-th
+    # closest is a contender (ties included), and only those few are sorted in Python.
+    if len(lines) > depth:
+        kth = np.partition(cosine, len(lines) - depth)[len(lines) - depth]
+        contenders = np.flatnonzero(cosine >= kth).tolist()
+    else:
+        contenders = list(range(len(lines)))
+    values = cosine.tolist()
+    contenders.sort(key=lambda i: (-values[i], lines[i]))
+    chosen = {lines[i]: values[i] for i in contenders[:depth]}
     wanted = {(hit.source, hit.line) for hit in lexical}.difference(chosen)
     if wanted:
         for i, ref in enumerate(lines):
             if ref in wanted:
-                chosen[ref] = round(float(cosine[i]), 6)
+                chosen[ref] = values[i]
     return chosen
 
 
