@@ -67,7 +67,7 @@ def test_copied_template_installs_and_passes_memvault_parity(tmp_path: Path) -> 
         assert installed.returncode == 0, problems + installed.stdout[-3000:] + installed.stderr[-3000:]
     memvault_cli = venv / ("Scripts/memvault.exe" if os.name == "nt" else "bin/memvault")
     listed = _run([str(memvault_cli), "providers"], deadline, env=env, cwd=tmp_path)
-    assert re.search(r"^template-provider\s+memvault-template-provider\s+0\.1\.0", listed.stdout, re.MULTILINE), (
+    assert re.search(r"^template-provider\s+memvault-template-provider\s+\d+\.\d+\.\d+", listed.stdout, re.MULTILINE), (
         listed.stdout + listed.stderr
     )
     ran = _run([str(memvault_cli), "parity", "template-provider"], deadline, env=env, cwd=tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import json
 import types
@@ -37,6 +38,10 @@ def _sample(hint: Any, name: str, default: Any) -> Any:
         return 4301
     if typing.get_origin(hint) is list:
         return [f"{name}-1", f"{name}-2"]
+    if typing.get_origin(hint) is collections.abc.Sequence:  # a sequence of (plugin, distribution, error)
+        (item,) = typing.get_args(hint)
+        width = len(typing.get_args(item)) if typing.get_origin(item) is tuple else 0
+        return [tuple(f"{name}-{i}" for i in range(width))] if width else [f"{name}-1"]
     return f"{name}-value"
 
 

@@ -153,7 +153,7 @@ class ProviderNotFound(MemvaultError, LookupError):
         super().__init__(message)
         self.name = name
         self.installed = sorted(installed)
-        self.broken = list(broken)
+        self.broken = [tuple(item) for item in broken]  # JSON brings each back as a list
 
 
 def _would_provide(plugin: str, distribution: str, name: str) -> bool:
