@@ -43,7 +43,13 @@ def _questions(data: list[dict[str, Any]]) -> list[tuple[str, str, list[str]]]:
 
 
 def main() -> None:
+    import argparse
+
     from langgraph.store.memory import InMemoryStore
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=10, help="LoCoMo conversations to load (0..N-1)")
+    args = parser.parse_args()
 
     import memvault.embedding as embedding_module
 
@@ -55,7 +61,7 @@ def main() -> None:
     def embed(texts: list[str]) -> list[list[float]]:
         return [row.tolist() for row in embedder.embed(texts)]
 
-    data = sqlite_locomo.load()
+    data = sqlite_locomo.load()[: args.conversations]
     pairs = meaning_bench.load_paraphrases()
     # memvault: the memory provider, lines embedded up front.
     provider = MemoryProvider()
@@ -88,7 +94,9 @@ def main() -> None:
     print(f"build and embed: memvault {memvault_build:.1f} s, LangGraph {langgraph_build:.1f} s")
 
     for name, subset in sqlite_locomo.SPLITS.items():
-        chosen = [data[i] for i in subset]
+        chosen = [data[i] for i in subset if i < len(data)]
+        if not chosen:
+            continue
         ours, _, _ = sqlite_locomo.evaluate(vault, chosen, where)
         found = {5: 0, 10: 0}
         total = 0
@@ -116,7 +124,7 @@ def main() -> None:
             f"paraphrase {split}: memvault R@1 {ours_p['R@1']:.3f} R@5 {ours_p['R@5']:.3f}; "
             f"LangGraph R@1 {hits[1] / len(chosen_pairs):.3f} R@5 {hits[5] / len(chosen_pairs):.3f}"
         )
-    questions_0_4 = _questions([data[i] for i in range(5)])
+    questions_0_4 = _questions(data[:5])
     ours_t: list[float] = []
     theirs_t: list[float] = []
     for _ in range(3):
