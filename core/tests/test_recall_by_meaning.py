@@ -400,3 +400,17 @@ def test_p36_an_object_that_is_not_an_embedder_is_refused(plugin_dir: Path) -> N
     registry = Registry(entry_points=[_embedder_plugin(plugin_dir, "fakeembed_a", "toy", factory="object")])
     with pytest.raises(PluginError, match="not a memvault.Embedder"):
         registry.embedder("toy")
+
+
+def test_p36_a_failing_embedder_leaves_recall_by_words_working(caplog: pytest.LogCaptureFixture) -> None:
+    class Down(ConceptEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            raise RuntimeError("the model file went away")
+
+    vault = _vault(Down())
+    _retain(vault, FACTS)
+    with caplog.at_level("WARNING", logger="memvault.vault"):
+        [hit] = _recall(vault, "peanuts")
+    assert hit.line == 2
+    assert hit.lexical is None  # ranked by words alone
+    assert "the model file went away" in caplog.text

@@ -21,6 +21,7 @@ May import: :mod:`memvault.contract`, :mod:`memvault.hooks`,
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import threading
@@ -72,6 +73,8 @@ LOCAL_HEALTH_DEADLINE: Final = 0.2
 REMOTE_HEALTH_DEADLINE: Final = 1.0
 #: The most retains :meth:`Vault.retain_many` commits in one write group (P34).
 GROUP_SIZE: Final = 64
+log = logging.getLogger("memvault.vault")
+
 _VERBS: Final = ("memvault_retain", "memvault_recall", "memvault_read", "memvault_forget", "memvault_health")
 #: The hooks a provider declaring ``vectors`` implements (P37).
 _VECTOR_HOOKS: Final = ("memvault_vectors_pending", "memvault_vectors_store", "memvault_vectors_backlog")
@@ -328,7 +331,11 @@ class Vault:
         vault has an embedder and the provider declares ``vectors`` (P36)."""
         _expect(request, RecallRequest)
         if self.embedding is not None and request.vector is None:
-            request = attrs.evolve(request, vector=self.embedding.query_vector(request.query))
+            try:
+                request = attrs.evolve(request, vector=self.embedding.query_vector(request.query))
+            except MemvaultError as exc:
+                # An agent's memory stays available: a failing embedder costs the meaning, not the recall.
+                log.warning("recall by words only: embedding the query failed: %s", exc)
         return self._call(self._hook.memvault_recall, "recall", RecallResult, request)
 
     # -- recall by meaning ----------------------------------------------------
