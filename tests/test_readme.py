@@ -27,7 +27,10 @@ def distributions() -> list[str]:
     found = []
     for path in repository_files():
         rel = path.relative_to(ROOT)
-        if rel.name == "pyproject.toml" and len(rel.parts) > 1 and not rel.parts[-2].startswith("_"):
+        # A distribution under a tests folder is a fixture (the plugin frozen at memvault 0.1.0), not one to install.
+        if rel.name != "pyproject.toml" or len(rel.parts) < 2:
+            continue
+        if not rel.parts[-2].startswith("_") and "tests" not in rel.parts:
             found.append("./" + rel.parent.as_posix())
     return sorted(found)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memvault
@@ -153,6 +153,8 @@ def test_every_provider_returns_the_same_hits(
     queries=st.lists(QUERIES, min_size=1, max_size=4),
     limit=st.sampled_from((1, 5, 50)),
 )
+# Found by CI: a replace that keeps a line word for word kept its vector in sqlite and dropped it in memory.
+@example(documents=[(("pins", "notes"), ["ann:"])], replaced=["ann:"], queries=["ann:"], limit=1)
 def test_every_provider_with_vectors_returns_the_same_hits_by_meaning(
     documents: list[tuple[tuple[str, str], list[str]]], replaced: list[str], queries: list[str], limit: int
 ) -> None:

@@ -105,23 +105,27 @@ class MemoryProvider:
             check_stored(old.body if old else "", old.digest if old else "")
             final = request.applied_to(old.body if old else "", old.data_subjects if old else ())
             vectors = self._vectors.get((ref.partition, label))
+            new_index = (
+                text.index_appended(old.index, old.body, final.body) if old else text.index_document(label, final.body)
+            )
             if vectors:
-                # A replace changes any line; an append only the stored body's last line (and adds lines).
+                # The vectors of lines this write changed (same number, other text) or removed go; those of
+                # lines it kept word for word stay, as the database providers keep those lines' rows (P37).
                 first_changed = (
                     text.first_changed_line(old.body, old.index.body_lines)
                     if old is not None and request.mode == "append"
-                    else 0
+                    else 1
                 )
                 for number in [n for n in vectors if n >= first_changed]:
-                    del vectors[number]
+                    kept = _line_text(new_index, number)
+                    if kept is None or line_digest(kept) != vectors[number][0]:
+                        del vectors[number]
             docs[label] = _Document(
                 tier=request.tier,
                 body=final.body,
                 size=final.bytes,
                 data_subjects=final.subjects,
-                index=text.index_appended(old.index, old.body, final.body)
-                if old
-                else text.index_document(label, final.body),
+                index=new_index,
                 digest=body_sha256(final.body),
             )
         return RetainResult(id=label, bytes=final.bytes, warning=final.warning)

@@ -65,7 +65,7 @@ from memvault_local_disk.index import DEFAULT_CACHE_BYTES, DocumentIndex
 from memvault_local_disk.layout import FIXED_FILES, SUBFOLDERS, decode, describe, location, partition_parts
 from memvault_local_disk.lazy import LazyDocument
 from memvault_local_disk.quarantine import QuarantineFolder
-from memvault_local_disk.vectors import SUFFIX, VectorFiles, remove_orphans, sidecar_name
+from memvault_local_disk.vectors import SUFFIX, VectorFiles, keep_current_entries, remove_orphans, sidecar_name
 
 __all__ = ["LocalDiskProvider"]
 
@@ -224,10 +224,12 @@ class LocalDiskProvider:
                     fs.write_atomic(handle, subject_file, _encode_subjects(tags | {request.data_subject_id}))
                 elif current is None and not request.data_subject_id:
                     fs.remove_file(handle, subject_file)
-                if request.mode == "replace" or current is None:
-                    # A replace may change any line: the vectors of the text it replaces go before it
-                    # (derived data of text that is gone, P40); a new document starts with none.
+                if current is None:  # a new document starts with no vectors
                     fs.remove_file(handle, sidecar_name(name))
+                elif request.mode == "replace":
+                    # The vectors of the lines a replace changes go before it (derived data of text that is
+                    # gone, P40); those of lines it keeps word for word stay, as in every other provider.
+                    keep_current_entries(handle, name, request.content)
                 fs.write_atomic(handle, name, body, mode=old_mode)
         return RetainResult(id=label, bytes=len(body), warning=warning)
 

@@ -147,6 +147,22 @@ def decode_sidecar(data: bytes) -> Sidecar | None:
     return Sidecar(model_id=model_id, dimensions=dimensions, entries=entries)
 
 
+def keep_current_entries(handle: fs.DirHandle, name: str, body: str) -> None:
+    """Before a replace writes ``body``: the sidecar keeps only the vectors of lines the new body keeps
+    (same number, same text), as the database providers keep those lines' rows; with none left it goes.
+    A crash after this and before the document is written leaves only entries true of both bodies."""
+    sidecar = read_sidecar(handle, name)
+    kept: dict[int, tuple[str, bytes]] = {}
+    if sidecar is not None:
+        texts = {number: line_digest(line) for number, line in indexed_lines(body)}
+        kept = {n: have for n, have in sidecar.entries.items() if texts.get(n) == have[0]}
+    if sidecar is None or not kept:
+        fs.remove_file(handle, sidecar_name(name))
+    elif len(kept) < len(sidecar.entries):
+        fs.sweep_temporaries(handle, sidecar_name(name))
+        fs.write_atomic(handle, sidecar_name(name), encode_sidecar(sidecar.model_id, sidecar.dimensions, kept))
+
+
 def _stat_key(st: os.stat_result) -> _StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_ctime_ns)
 
