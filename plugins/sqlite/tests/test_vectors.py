@@ -9,50 +9,19 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 from sqlite_helpers import raw_bytes
 
 import memvault
 from memvault.contract.embedding import vector_bytes
 from memvault.providers.memory import MemoryProvider
+from memvault_parity.vectors import ConceptEmbedder
 from memvault_sqlite import SqliteProvider
 
-#: Words that mean the same to the toy embedder: each group is one dimension.
-CONCEPTS = (
-    {"car", "vehicle", "subaru", "drives", "drive", "automobile"},
-    {"peanuts", "peanut", "nut", "allergic", "allergy"},
-    {"dog", "puppy", "labrador", "pet"},
-)
-
-
-class ConceptEmbedder:
-    """Bag of words over 64 dimensions, where the words of one concept share a dimension
-    (core/tests/test_recall_by_meaning.py's deterministic embedder)."""
-
-    name = "concepts"
-    dimensions = 64
-
-    def __init__(self, model_id: str = "concepts-1") -> None:
-        self.model_id = model_id
-        self.lock = threading.Lock()
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in "".join(c if c.isalnum() else " " for c in text.lower()).split():
-                concept = next((i for i, words in enumerate(CONCEPTS) if word in words), None)
-                column = concept if concept is not None else 3 + sum(map(ord, word)) % (self.dimensions - 3)
-                out[row, column] += 1.0
-            if not out[row].any():
-                out[row, -1] = 1.0
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
+# The parity suite's deterministic embedder: the words of one concept share a dimension.
 FACTS = "Drives a 2019 Subaru Outback, dark green.\nThe user is allergic to peanuts.\nWorks from Lisbon on Fridays.\n"
 
 
