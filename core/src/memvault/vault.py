@@ -57,6 +57,8 @@ from memvault.contract.models import (
     RecallResult,
     RetainRequest,
     RetainResult,
+    validate_identifier,
+    validate_sha256,
 )
 from memvault.embedding import DrainReport, Embedding
 from memvault.hooks import lifecycle as lifecycle_specs
@@ -438,6 +440,22 @@ class Vault:
         """
         found = self._quarantine("memvault_quarantine_get", workspace_id=workspace_id, sha256=sha256)
         return found if isinstance(found, QuarantineRecord) else None
+
+    def quarantine_delete(self, workspace_id: str, sha256: str) -> int:
+        """Delete the quarantine copies of the body with this sha256; how many went (0: none kept).
+
+        :raises NotSupported: when the provider keeps no quarantine copies, or keeps
+            them but cannot delete one (it does not implement ``memvault_quarantine_delete``).
+        """
+        validate_identifier(workspace_id, "workspace_id")
+        validate_sha256(sha256, "sha256")
+        if not any(impl.plugin is self.provider for impl in self._hook.memvault_quarantine_delete.get_hookimpls()):
+            raise NotSupported(
+                f"provider {self.name!r} cannot delete quarantine copies (it does not implement "
+                "memvault_quarantine_delete): delete the copy in its storage by hand (see docs/operators/quarantine.md)"
+            )
+        deleted = self._quarantine("memvault_quarantine_delete", workspace_id=workspace_id, sha256=sha256)
+        return deleted if isinstance(deleted, int) and not isinstance(deleted, bool) else 0
 
     def _quarantine(self, hook_name: str, **kwargs: Any) -> Any:
         caller = getattr(self._hook, hook_name)

@@ -51,3 +51,22 @@ def test_kept_copy_survives_reopen(db_path: Path) -> None:
         record = keep(vault)
     with memvault.open("sqlite", path=str(db_path), scanner="off") as vault:
         assert vault.plugin_manager.hook.memvault_quarantine_list(workspace_id="w1") == [record]
+
+
+def test_quarantine_delete_removes_the_copy_from_its_workspace_only(vault: memvault.Vault) -> None:
+    """memvault_quarantine_delete: the reviewed copy goes; the same body kept for another workspace stays."""
+    record = keep(vault)
+    other = keep(vault, "w2")
+    assert vault.quarantine_delete("w1", record.sha256) == 1
+    assert vault.quarantine_get("w1", record.sha256) is None
+    assert vault.quarantine_list("w1") == []
+    assert vault.quarantine_list("w2") == [other]
+    assert vault.quarantine_delete("w1", record.sha256) == 0
+
+
+def test_quarantine_delete_leaves_no_copy_of_the_text_in_the_file(db_path: Path) -> None:
+    with memvault.open("sqlite", path=str(db_path), scanner="off") as vault:
+        record = keep(vault)
+        assert vault.quarantine_delete("w1", record.sha256) == 1
+    raw = b"".join(p.read_bytes() for p in db_path.parent.iterdir() if p.name.startswith(db_path.name))
+    assert b"quarantinedsecret" not in raw

@@ -185,6 +185,23 @@ def memvault_quarantine_get(workspace_id: str, sha256: str) -> QuarantineRecord 
     """
 
 
+@hookspec(firstresult=True)
+def memvault_quarantine_delete(workspace_id: str, sha256: str) -> int | None:
+    """Delete the quarantine copies of one body, once an operator has reviewed them (optional).
+
+    Operators review a copy (``memvault quarantine show``, the service's console)
+    and delete it when it holds nothing worth keeping, or personal data that no
+    erasure by subject reaches (a rejected write that named no subject). Delete
+    the copy as an erasure would: no later list or get returns it, and its text
+    is not left in the storage files where the provider can help it.
+
+    :param workspace_id: the workspace the copies were kept for.
+    :param sha256: the hex digest of the rejected body.
+    :return: how many copies were deleted (0 when there were none), or ``None``
+        when the provider cannot delete copies.
+    """
+
+
 # -- recall by meaning (capability ``vectors``, contract P36-P40; optional) ---------------------
 
 

@@ -282,6 +282,11 @@ class MemoryProvider:
             return self._quarantine.get(workspace_id, {}).get(sha256)
 
     @hookimpl
+    def memvault_quarantine_delete(self, workspace_id: str, sha256: str) -> int:
+        with self._lock:
+            return 1 if self._quarantine.get(workspace_id, {}).pop(sha256, None) is not None else 0
+
+    @hookimpl
     def memvault_health(self) -> HealthStatus:
         acquired = self._lock.acquire(timeout=0.1)
         if not acquired:

@@ -673,6 +673,18 @@ class SqliteProvider:
 
         return self.db.retry(get, "quarantine_get")
 
+    @hookimpl
+    @translated("quarantine_delete")
+    def memvault_quarantine_delete(self, workspace_id: str, sha256: str) -> int:
+        """Every copy of the body (a body rejected twice is kept twice); secure_delete overwrites the rows."""
+
+        def delete(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM quarantine WHERE workspace_id = ? AND sha256 = ?", (workspace_id, sha256)
+            ).rowcount
+
+        return self.db.commit(delete, "quarantine_delete")
+
     def _record(self, row: Sequence[Any]) -> _QuarantineRecord:
         """A quarantine row as a record, through the core's codec (the one JSON shape of a record)."""
         try:
