@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("contract types and errors", ("memvault.contract",)),
     ("hook specifications", ("memvault.hooks",)),
     ("registry", ("memvault.registry",)),
-    ("facade", ("memvault.config", "memvault.embedding", "memvault.vault")),
+    ("facade", ("memvault.config", "memvault.embedding", "memvault.telemetry", "memvault.vault")),
     (
         "built-in plugins",
         ("memvault.search", "memvault.providers", "memvault.scanner", "memvault.default_lifecycle"),

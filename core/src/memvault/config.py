@@ -22,6 +22,10 @@
     [server]                     # read by `memvault serve` (memvault-http-remote)
     port = 8765
 
+    [telemetry]                  # OpenTelemetry spans (memvault[otel]; docs/operators/observability.md)
+    traces = "off"               # or "console", "otlp" (MEMVAULT_TRACES overrides)
+    record_content = false       # memory text and queries in spans (MEMVAULT_TRACE_CONTENT overrides)
+
 The file is found at the explicit path, else ``MEMVAULT_CONFIG``, else
 ``./memvault.toml`` when it exists; with none, the defaults above apply.
 Unknown keys are rejected with the key named.
@@ -65,6 +69,8 @@ class Config:
     scan: dict[str, Any] = field(factory=dict)
     #: ``[embed]``: ``embedder`` (a name, ``"auto"`` or ``"off"``) and the embedder's own settings.
     embed: dict[str, Any] = field(factory=dict)
+    #: ``[telemetry]``: ``traces``, ``record_content``, ``store_id`` (:func:`memvault.telemetry.configure`).
+    telemetry: dict[str, Any] = field(factory=dict)
 
 
 def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
@@ -126,5 +132,6 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             source=config.source,
             scan=config.scan,
             embed=config.embed,
+            telemetry=config.telemetry,
         )
     return config

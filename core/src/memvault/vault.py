@@ -15,7 +15,8 @@ meaning too (:mod:`memvault.embedding`): it embeds each recall's query for the
 provider and embeds new lines in the background (contract P36-P40).
 
 May import: :mod:`memvault.contract`, :mod:`memvault.hooks`,
-:mod:`memvault.registry`, :mod:`memvault.config` and :mod:`memvault.embedding`.
+:mod:`memvault.registry`, :mod:`memvault.config`, :mod:`memvault.embedding` and
+:mod:`memvault.telemetry` (each verb and lifecycle phase is a span when tracing is on).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ from memvault.embedding import DrainReport, Embedding
 from memvault.hooks import lifecycle as lifecycle_specs
 from memvault.hooks import provider as provider_specs
 from memvault.registry import coerce_settings, get_registry, make_manager, missing_settings
+from memvault.telemetry import configure as configure_telemetry
+from memvault.telemetry import traced
 
 if TYPE_CHECKING:
     from memvault.config import Config
@@ -188,6 +191,7 @@ class Vault:
 
     # -- verbs ---------------------------------------------------------------
 
+    @traced("retain")
     def retain(self, request: RetainRequest) -> RetainResult:
         """Store content in one document (contract P5-P13)."""
         _expect(request, RetainRequest)
@@ -196,6 +200,7 @@ class Vault:
             self.embedding.notify()
         return result
 
+    @traced("retain_many")
     def retain_many(self, requests: Sequence[RetainRequest]) -> list[RetainResult | MemvaultError]:
         """Retain several requests, in order; one outcome per request (contract P34).
 
@@ -328,6 +333,7 @@ class Vault:
         except Exception as exc:
             raise _wrap(exc, self.name, verb) from exc
 
+    @traced("recall")
     def recall(self, request: RecallRequest) -> RecallResult:
         """Search for lines matching the query (contract P14-P20), and by meaning when the
         vault has an embedder and the provider declares ``vectors`` (P36)."""
@@ -369,11 +375,13 @@ class Vault:
         report: DrainReport = self._call_bare(self.embedding.drain, "vectors", timeout=timeout, progress=progress)
         return report
 
+    @traced("read")
     def read(self, request: ReadRequest) -> ReadResult:
         """Read one whole document (contract P21)."""
         _expect(request, ReadRequest)
         return self._call(self._hook.memvault_read, "read", ReadResult, request)
 
+    @traced("forget")
     def forget(self, request: ForgetRequest) -> ForgetResult:
         """Remove a document by label or by data subject (contract P22-P24)."""
         _expect(request, ForgetRequest)
@@ -382,6 +390,7 @@ class Vault:
             self.embedding.notify()
         return result
 
+    @traced("list_documents")
     def list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
         """Enumerate stored documents, without bodies (contract P32; optional hook).
 
@@ -399,18 +408,22 @@ class Vault:
 
     # -- lifecycle phases (called by memvault.lifecycle for this vault's slots) ---
 
+    @traced("turn.started")
     def recall_turn_started(self, ctx: LifecycleContext) -> object:
         """The slot's ``turn.started`` recall (L6): a :class:`RecallOutcome`, a mapping, or ``None``."""
         return self._hook.memvault_recall_turn_started(ctx=ctx)
 
+    @traced("compaction.completed")
     def recall_compaction_completed(self, ctx: LifecycleContext) -> object:
         """The slot's ``compaction.completed`` recall (L9), shaped like :meth:`recall_turn_started`'s."""
         return self._hook.memvault_recall_compaction_completed(ctx=ctx)
 
+    @traced("turn.completed")
     def capture_turn_completed(self, ctx: LifecycleContext) -> object:
         """The slot's ``turn.completed`` capture (L8)."""
         return self._hook.memvault_capture_turn_completed(ctx=ctx)
 
+    @traced("compaction.requested")
     def capture_compaction_requested(self, ctx: LifecycleContext) -> object:
         """The slot's ``compaction.requested`` capture (L9)."""
         return self._hook.memvault_capture_compaction_requested(ctx=ctx)
@@ -471,6 +484,7 @@ class Vault:
         except Exception as exc:
             raise _wrap(exc, self.name, hook_name.removeprefix("memvault_")) from exc
 
+    @traced("health")
     def health(self) -> HealthStatus:
         """Probe the provider under a hard deadline; never raises, never blocks past it (P25-P27)."""
         outcome: list[HealthStatus] = []
@@ -707,6 +721,7 @@ def open_configured(config: Config, name: str | None = None, /, **overrides: Any
         ``health_timeout`` and ``plugins`` among them go to :func:`open` instead.
     """
     name = name or config.provider
+    configure_telemetry(config.telemetry)
     settings: dict[str, Any] = dict(config.providers.get(name, {}))
     settings.update(overrides)
     embed = dict(config.embed)
