@@ -37,6 +37,7 @@ _GROUPS = (
     ("Enumeration (providers with the `list_documents` capability)", ("memvault_list_documents",)),
     ("Quarantine (providers with the `quarantine` capability)", ("memvault_quarantine_",)),
     ("Recall by meaning (providers with the `vectors` capability)", ("memvault_vectors_",)),
+    ("Memory over time (providers with the `expiry` capability)", ("memvault_sweep_",)),
     ("Lifecycle (per slot)", ("memvault_recall_", "memvault_capture_", "memvault_tools")),
 )
 

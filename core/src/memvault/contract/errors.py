@@ -16,6 +16,7 @@ __all__ = [
     "CapExceeded",
     "CompactionFailed",
     "ContentRejected",
+    "IdempotencyConflict",
     "InvalidRequest",
     "LifecycleError",
     "MemvaultError",
@@ -110,6 +111,25 @@ class ContentRejected(MemvaultError):
         self.span = span
         self.score = score
         self.threshold = threshold
+
+
+class IdempotencyConflict(MemvaultError):
+    """A retain reused an idempotency key that a different write recorded (contract P44).
+
+    Nothing was written. ``key`` is the key, ``workspace_id`` its scope. A key names
+    one write: a repeat of that write (same document, mode, content, data subject
+    and expiry) returns the first result; anything else needs a new key.
+    """
+
+    def __init__(self, *, key: str, workspace_id: str = "") -> None:
+        scope = f" in workspace {workspace_id!r}" if workspace_id else ""
+        super().__init__(
+            f"idempotency key {key!r}{scope} was already used for a different write (another document, "
+            "mode, content, data subject or expiry); nothing was written: use a new key for each distinct "
+            "write, and the same key only to repeat the same write"
+        )
+        self.key = key
+        self.workspace_id = workspace_id
 
 
 class NotSupported(MemvaultError):

@@ -51,6 +51,7 @@ __all__ = [
     "body_sha256",
     "cap_warning",
     "check_cap",
+    "effective_expiry",
     "label_for",
     "parse_label",
     "today_utc",
@@ -107,6 +108,13 @@ class Capability:
     #: implements ``memvault_vectors_pending``, ``memvault_vectors_store`` and ``memvault_vectors_backlog``
     #: and ranks a request carrying ``RecallRequest.vector`` with :func:`memvault.search.fuse`.
     VECTORS: Final = "vectors"
+    #: The provider stores each document's expiry (``RetainRequest.expires_at`` and its tier's
+    #: ``RetainRequest.retention``), treats an expired document as absent for every verb from that
+    #: moment, and removes it with erasure's guarantees in ``memvault_sweep_expired`` (P41-P43).
+    EXPIRY: Final = "expiry"
+    #: The provider records ``RetainRequest.idempotency_key`` in the same transaction as the write and
+    #: answers a repeat with the recorded result, writing nothing (P44-P45).
+    IDEMPOTENT_WRITES: Final = "idempotent_writes"
 
     ALL: Final = frozenset(
         {
@@ -119,6 +127,8 @@ class Capability:
             SCANS_UPSTREAM,
             CHECKS_STORED,
             VECTORS,
+            EXPIRY,
+            IDEMPOTENT_WRITES,
         }
     )
 
@@ -384,6 +394,32 @@ def _content(instance: object, attribute: Any, value: object) -> None:
         ) from None
 
 
+def _to_expiry(value: object) -> _dt.datetime | None:
+    if value is None or (isinstance(value, _dt.datetime) and value.utcoffset() is not None):
+        return value
+    shown = "a naive datetime" if isinstance(value, _dt.datetime) else type(value).__name__
+    raise InvalidRequest(
+        f"expires_at must be a timezone-aware datetime, got {shown}: pass an aware time, for example "
+        "datetime.now(timezone.utc) + timedelta(days=30)",
+        field="expires_at",
+    )
+
+
+def _to_retention(value: object) -> _dt.timedelta | None:
+    if value is None or (isinstance(value, _dt.timedelta) and value > _dt.timedelta(0)):
+        return value
+    raise InvalidRequest(f"retention must be a positive timedelta or None, got {value!r}", field="retention")
+
+
+def effective_expiry(
+    expires_at: _dt.datetime | None, written_at: _dt.datetime, retention: _dt.timedelta | None
+) -> _dt.datetime | None:
+    """When a document written at ``written_at`` expires (P41, P43): the earlier of its explicit
+    expiry and ``written_at + retention``; ``None`` when neither is set (kept for ever)."""
+    candidates = [t for t in (expires_at, written_at + retention if retention is not None else None) if t is not None]
+    return min(candidates) if candidates else None
+
+
 class _AddressesOneDocument:
     """What retain and read requests share: they name exactly one document."""
 
@@ -420,6 +456,15 @@ class RetainRequest(_AddressesOneDocument):
     content: str = field(default="", validator=_content)
     mode: Mode | None = field(default=None, converter=_to_mode)
     data_subject_id: str = field(default="", validator=_identifier(False))
+    #: Optional (P41): when the document stops being returned and is removed, timezone-aware.
+    #: It applies to the whole document (an append names the same expiry or none).
+    expires_at: _dt.datetime | None = field(default=None, converter=_to_expiry)
+    #: Optional (P44): a repeat of this write with the same key and the same request returns the
+    #: first result and writes nothing; the same key with another request is ``IdempotencyConflict``.
+    idempotency_key: str = field(default="", validator=_identifier(False))
+    #: Set by the vault, never by a caller and never on the wire (P43): the retention of this
+    #: write's workspace and tier under the vault's policy. ``None``: kept until ``expires_at``.
+    retention: _dt.timedelta | None = field(default=None, eq=False, repr=False, converter=_to_retention)
 
     def __attrs_post_init__(self) -> None:
         if self.mode is None:
@@ -435,6 +480,36 @@ class RetainRequest(_AddressesOneDocument):
             )
         _require_partition(self.tier, self.agent_id, self.crew_id)
         object.__setattr__(self, "key", _normalise_key(self.tier, self.key))
+
+    def fingerprint(self) -> str:
+        """The hex sha256 of what this write does (P44): an idempotency key's repeat must match it.
+
+        Covers the workspace, partition, tier, label, mode, content, data subject and
+        ``expires_at`` (as an ISO-8601 instant in UTC); not the key itself nor ``retention``.
+        """
+        expires = self.expires_at.astimezone(_dt.timezone.utc).isoformat() if self.expires_at else ""
+        parts = (
+            self.workspace_id,
+            self.agent_id,
+            self.crew_id,
+            self.tier.value,
+            self.label,
+            self.mode.value if self.mode else "",
+            self.content,
+            self.data_subject_id,
+            expires,
+        )
+        digest = hashlib.sha256()
+        for part in parts:
+            data = part.encode("utf-8")
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+        return digest.hexdigest()
+
+    def purge_at(self, now: _dt.datetime) -> _dt.datetime | None:
+        """The document's effective expiry after this write at ``now`` (P41, P43): the earlier of
+        ``expires_at`` (pass the explicit expiry the document keeps) and ``now + retention``."""
+        return effective_expiry(self.expires_at, now, self.retention)
 
     def applied_to(self, stored: str, subjects: Iterable[str] = ()) -> StoredBody:
         """What this write makes of a document whose body is ``stored`` (``""``: none yet).
@@ -812,6 +887,9 @@ class HealthStatus:
     #: Optional (recall by meaning, P37): how many indexed lines wait for a vector of the
     #: vault's embedder. They are found lexically meanwhile; it does not make ``ok`` false.
     embedding_backlog: int = field(default=0, validator=_count)
+    #: Optional (P43): how many documents are past their expiry but not swept yet (absent from
+    #: every verb already). A cheap count; it does not make ``ok`` false: the next sweep removes them.
+    retention_overdue: int = field(default=0, validator=_count)
 
 
 # -- enumeration (P32) ---------------------------------------------------------
@@ -882,6 +960,10 @@ class DocumentInfo:
     subjects: tuple[str, ...] = field(default=(), converter=_subject_tuple)
     digest: str
     updated_at: _dt.datetime | None = field(default=None, validator=_optional_aware)
+    #: Optional (P41): when the document expires, its effective expiry (the earlier of its
+    #: ``RetainRequest.expires_at`` and its last write plus its tier's retention); ``None``: never,
+    #: or the provider does not store expiries. Export carries it so an import keeps it.
+    expires_at: _dt.datetime | None = field(default=None, validator=_optional_aware)
 
     @property
     def key(self) -> str:

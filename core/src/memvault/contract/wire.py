@@ -15,7 +15,7 @@ from typing import Any, Final, TypeVar
 
 import cattrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
-from cattrs.gen import make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from memvault.contract.embedding import QueryVector
 from memvault.contract.errors import InvalidRequest
@@ -27,6 +27,7 @@ from memvault.contract.models import (
     RecallRequest,
     RecallResult,
     RecallSnippet,
+    RetainRequest,
 )
 
 __all__ = ["converter", "structure", "unstructure"]
@@ -119,7 +120,11 @@ converter.register_unstructure_hook(
         converter,
         pending_erasures=override(omit_if_default=True),
         embedding_backlog=override(omit_if_default=True),
+        retention_overdue=override(omit_if_default=True),
     ),
+)
+converter.register_unstructure_hook(
+    DocumentInfo, make_dict_unstructure_fn(DocumentInfo, converter, expires_at=override(omit_if_default=True))
 )
 converter.register_unstructure_hook(
     RecallSnippet,
@@ -133,6 +138,33 @@ converter.register_unstructure_hook(
 # (P36), and a vector sent by a caller would rank with a model the service never ran.
 converter.register_unstructure_hook(
     RecallRequest, make_dict_unstructure_fn(RecallRequest, converter, vector=override(omit=True))
+)
+
+
+# A write's retention never crosses the wire either (P43): it is the policy of the vault that
+# applies it, and a service's vault sets its own; a caller's would let it outlive the service's
+# policy. expires_at and idempotency_key do cross it, left out while unset (an earlier release
+# rejects unknown keys).
+converter.register_unstructure_hook(
+    RetainRequest,
+    make_dict_unstructure_fn(
+        RetainRequest,
+        converter,
+        retention=override(omit=True),
+        expires_at=override(omit_if_default=True),
+        idempotency_key=override(omit_if_default=True),
+    ),
+)
+converter.register_structure_hook(
+    RetainRequest,
+    make_dict_structure_fn(
+        RetainRequest,
+        converter,
+        _cattrs_forbid_extra_keys=True,
+        _cattrs_prefer_attrib_converters=True,
+        retention=override(omit=True),
+        expires_at=override(struct_hook=lambda value, _: None if value is None else _structure_datetime(value, _)),
+    ),
 )
 
 

@@ -28,6 +28,7 @@ from memvault.contract.models import (
     RetainRequest,
     RetainResult,
 )
+from memvault.contract.retention import SweepRequest, SweepResult
 from memvault.hooks.markers import hookspec
 
 
@@ -241,4 +242,31 @@ def memvault_vectors_backlog(model_id: str) -> int | None:
 
     :param model_id: the vault's embedder's model.
     :return: the count (health reports it as ``HealthStatus.embedding_backlog``).
+    """
+
+
+# -- memory over time (capability ``expiry``, contract P41-P45; optional) -----------------------
+
+
+@hookspec(firstresult=True)
+def memvault_sweep_expired(request: SweepRequest) -> SweepResult | None:
+    """Remove what has expired: documents, quarantine copies, idempotency keys (P43; optional).
+
+    Remove the documents whose effective expiry (``purge_at``) is at or before
+    ``request.now``, and those whose last accepted write is at or before their
+    (workspace, tier) cutoff in ``request.retention.cutoffs(request.now)`` (a
+    policy shortened since they were written); at most ``request.limit`` of them,
+    the earliest expired first. Remove them as an erasure does (P24, P40): body,
+    index rows, vectors, data-subject tags and tier statistics, with no text of a
+    removed line left in the storage files where the provider can help it. Also
+    remove quarantine copies that expired at ``request.now`` and idempotency keys
+    recorded before ``request.keys_before`` (when set). In short transactions or
+    batches: a recall during a sweep keeps working. With ``request.dry_run``
+    remove nothing and report what would go. Read the time from ``request.now``
+    only, never from the database or the system clock.
+
+    :param request: the time, the policy, the keys' horizon, whether to dry-run and the batch size.
+    :return: the documents removed (or that would be), the counts of quarantine copies and keys
+        removed, and ``more=True`` when expired documents remain beyond ``limit``; ``None`` when the
+        provider stores no expiries.
     """
