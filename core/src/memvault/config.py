@@ -22,6 +22,15 @@
     [server]                     # read by `memvault serve` (memvault-http-remote)
     port = 8765
 
+    [retention]                  # memory over time (contract P43; docs/operators/retention.md)
+    daily = "90d"                # per tier: <int><s|m|h|d|w|y> or "off"; default: kept for ever
+    sweep_interval = "1h"        # the background sweep; "off" disables it
+    [retention.workspaces.acme]  # overrides for one workspace ("off" lifts a default)
+    daily = "30d"
+
+    [idempotency]
+    window = "24h"               # how long a provider remembers an idempotency key (P45)
+
     [telemetry]                  # OpenTelemetry spans (memvault[otel]; docs/operators/observability.md)
     traces = "off"               # or "console", "otlp" (MEMVAULT_TRACES overrides)
     record_content = false       # memory text and queries in spans (MEMVAULT_TRACE_CONTENT overrides)
@@ -40,9 +49,11 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 from attrs import field, frozen
 
 from memvault.contract.errors import InvalidRequest
+from memvault.contract.retention import RetentionPolicy, idempotency_window_from, sweep_interval_from
 from memvault.contract.wire import structure
 
 if sys.version_info >= (3, 11):
@@ -71,6 +82,16 @@ class Config:
     embed: dict[str, Any] = field(factory=dict)
     #: ``[telemetry]``: ``traces``, ``record_content``, ``store_id`` (:func:`memvault.telemetry.configure`).
     telemetry: dict[str, Any] = field(factory=dict)
+    #: ``[retention]``: tier durations, ``sweep_interval``, ``[retention.workspaces.<id>]`` (P43).
+    retention: dict[str, Any] = field(factory=dict)
+    #: ``[idempotency]``: ``window`` (P45).
+    idempotency: dict[str, Any] = field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        # Checked when the file is read, so every command reports a bad duration before it opens anything.
+        RetentionPolicy.from_config(self.retention)
+        sweep_interval_from(self.retention)
+        idempotency_window_from(self.idempotency)
 
 
 def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
@@ -123,15 +144,5 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     config = structure(data, Config, what=str(found) if found else "config")
     override = os.environ.get("MEMVAULT_PROVIDER")
     if override:
-        config = Config(
-            provider=override,
-            scanner=config.scanner,
-            health_timeout=config.health_timeout,
-            providers=config.providers,
-            server=config.server,
-            source=config.source,
-            scan=config.scan,
-            embed=config.embed,
-            telemetry=config.telemetry,
-        )
+        config = attrs.evolve(config, provider=override)
     return config

@@ -84,7 +84,19 @@ _PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 #: take for themselves: a provider setting with one of these names could never be
 #: passed, so registering a factory that takes one is an error.
 RESERVED_SETTINGS: frozenset[str] = frozenset(
-    {"background_embedding", "config", "embed", "embedder", "health_timeout", "plugins", "scan", "scanner"}
+    {
+        "background_embedding",
+        "background_sweep",
+        "config",
+        "embed",
+        "embedder",
+        "health_timeout",
+        "idempotency",
+        "plugins",
+        "retention",
+        "scan",
+        "scanner",
+    }
 )
 
 

@@ -14,6 +14,12 @@ A vault whose provider declares ``vectors`` and that has an embedder recalls by
 meaning too (:mod:`memvault.embedding`): it embeds each recall's query for the
 provider and embeds new lines in the background (contract P36-P40).
 
+Memory over time (contract P41-P45): the vault checks each retain's expiry and
+idempotency key against the provider's capabilities, sets the write's
+``retention`` from its :class:`~memvault.contract.retention.RetentionPolicy`,
+sweeps what expired on demand (:meth:`Vault.sweep_expired`) and in a background
+thread every ``sweep_interval`` (:class:`_Sweeper`).
+
 May import: :mod:`memvault.contract`, :mod:`memvault.hooks`,
 :mod:`memvault.registry`, :mod:`memvault.config`, :mod:`memvault.embedding` and
 :mod:`memvault.telemetry` (each verb and lifecycle phase is a span when tracing is on).
@@ -22,10 +28,14 @@ May import: :mod:`memvault.contract`, :mod:`memvault.hooks`,
 from __future__ import annotations
 
 import asyncio
+import atexit
+import datetime as _dt
 import logging
 import math
 import os
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -33,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import attrs
 import pluggy
 
+from memvault.contract import clock
 from memvault.contract.embedding import Embedder
 from memvault.contract.errors import (
     InvalidRequest,
@@ -46,6 +57,7 @@ from memvault.contract.errors import (
 from memvault.contract.lifecycle import LifecycleContext
 from memvault.contract.models import (
     Capability,
+    DocumentInfo,
     ForgetRequest,
     ForgetResult,
     HealthStatus,
@@ -61,6 +73,17 @@ from memvault.contract.models import (
     validate_identifier,
     validate_sha256,
 )
+from memvault.contract.retention import (
+    DEFAULT_IDEMPOTENCY_WINDOW,
+    DEFAULT_SWEEP_INTERVAL,
+    MAX_SWEEP_LIMIT,
+    RetentionPolicy,
+    SweepRequest,
+    SweepResult,
+    format_duration,
+    idempotency_window_from,
+    sweep_interval_from,
+)
 from memvault.embedding import DrainReport, Embedding
 from memvault.hooks import lifecycle as lifecycle_specs
 from memvault.hooks import provider as provider_specs
@@ -71,7 +94,7 @@ from memvault.telemetry import traced
 if TYPE_CHECKING:
     from memvault.config import Config
 
-__all__ = ["AsyncVault", "Vault", "open", "open_async", "open_configured", "open_from_config"]
+__all__ = ["AsyncVault", "SweepReport", "Vault", "open", "open_async", "open_configured", "open_from_config"]
 
 #: Default health deadlines in seconds (contract P26).
 LOCAL_HEALTH_DEADLINE: Final = 0.2
@@ -85,6 +108,78 @@ _VERBS: Final = ("memvault_retain", "memvault_recall", "memvault_read", "memvaul
 _VECTOR_HOOKS: Final = ("memvault_vectors_pending", "memvault_vectors_store", "memvault_vectors_backlog")
 
 _R = TypeVar("_R")
+
+
+@attrs.frozen(kw_only=True)
+class SweepReport:
+    """What :meth:`Vault.sweep_expired` removed (or, in a dry run, would remove) (P43).
+
+    ``documents`` lists each document; ``truncated`` is set when a dry run found
+    more than it lists (:data:`~memvault.contract.retention.MAX_SWEEP_LIMIT`).
+    """
+
+    documents: list[DocumentInfo]
+    quarantine_removed: int
+    keys_removed: int
+    dry_run: bool
+    truncated: bool = False
+    seconds: float = 0.0
+
+
+#: The live sweepers, stopped before the interpreter exits (like the embedding workers).
+_SWEEPERS: weakref.WeakSet[_Sweeper] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_every_sweeper() -> None:
+    for sweeper in list(_SWEEPERS):
+        sweeper.close(timeout=5.0)
+
+
+class _Sweeper:
+    """A vault's background sweep (P43): a daemon thread calling :meth:`Vault.sweep_expired` every
+    ``interval``, the first time after ``min(interval, 60 s)``; stopped by :meth:`close`."""
+
+    FIRST_DELAY: Final = 60.0
+
+    def __init__(self, vault: Vault, interval: _dt.timedelta) -> None:
+        self._vault = weakref.ref(vault)
+        self._interval = interval.total_seconds()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"memvault-sweep-{vault.name}", daemon=True)
+        _SWEEPERS.add(self)
+        self._thread.start()
+
+    def _run(self) -> None:
+        delay = min(self._interval, self.FIRST_DELAY)
+        while not self._stop.wait(delay):
+            delay = self._interval
+            vault = self._vault()
+            if vault is None:
+                return
+            try:
+                report = vault.sweep_expired()
+            except Exception:  # a sweep that fails is tried again at the next interval
+                log.warning("background sweep of provider %r failed; retrying in %s", vault.name, delay, exc_info=True)
+            else:
+                if report.documents or report.quarantine_removed or report.keys_removed:
+                    log.info(
+                        "swept provider %r: %d documents, %d quarantine copies, %d idempotency keys",
+                        vault.name,
+                        len(report.documents),
+                        report.quarantine_removed,
+                        report.keys_removed,
+                    )
+            del vault
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
 
 def _wrap(exc: Exception, provider: str, verb: str) -> MemvaultError:
@@ -125,6 +220,12 @@ class Vault:
         provider declares ``vectors``; ignored otherwise (``None``: by words only).
     :param background_embedding: embed new lines in a background thread (default);
         ``False`` leaves them pending until :meth:`embed_pending` (short-lived commands).
+    :param retention: how long each tier keeps a document after its last write (P43);
+        needs a provider with the ``expiry`` capability (``None``: kept until their own expiry).
+    :param idempotency_window: how long the provider remembers an idempotency key (P45; 24 h).
+    :param sweep_interval: how often the background sweep runs (``None``: never; 1 h).
+    :param background_sweep: run the background sweep (default) when the provider stores
+        expiries or keys; ``False`` for short-lived commands (they sweep with :meth:`sweep_expired`).
     """
 
     def __init__(
@@ -137,6 +238,10 @@ class Vault:
         health_timeout: float | None = None,
         embedder: Embedder | None = None,
         background_embedding: bool = True,
+        retention: RetentionPolicy | None = None,
+        idempotency_window: _dt.timedelta = DEFAULT_IDEMPOTENCY_WINDOW,
+        sweep_interval: _dt.timedelta | None = DEFAULT_SWEEP_INTERVAL,
+        background_sweep: bool = True,
     ) -> None:
         self.name = name
         self.provider = provider
@@ -188,6 +293,44 @@ class Vault:
             bind = getattr(plugin, "bind_vault", None)
             if plugin is not provider and callable(bind):
                 bind(self)
+        self._init_retention(retention, idempotency_window, sweep_interval, background_sweep)
+
+    def _init_retention(
+        self,
+        retention: RetentionPolicy | None,
+        idempotency_window: _dt.timedelta,
+        sweep_interval: _dt.timedelta | None,
+        background_sweep: bool,
+    ) -> None:
+        """Check the policy against the provider's capabilities and start the background sweep (P43)."""
+        policy = retention if retention is not None else RetentionPolicy()
+        if not isinstance(policy, RetentionPolicy):
+            raise InvalidRequest("retention must be a memvault.contract.retention.RetentionPolicy", field="retention")
+        if policy and Capability.EXPIRY not in self.capabilities:
+            raise NotSupported(
+                f"provider {self.name!r} does not store expiries (it lacks the 'expiry' capability), so a "
+                "retention policy would keep everything for ever: remove [retention]'s tier durations, or use "
+                "a provider that has it (memory, sqlite, postgres, local-disk)"
+            )
+        expiring = {Capability.EXPIRY, Capability.IDEMPOTENT_WRITES} & self.capabilities
+        if expiring and not self._provides("memvault_sweep_expired"):
+            raise PluginError(
+                f"provider {self.name!r} declares {', '.join(sorted(expiring))} but does not implement "
+                "memvault_sweep_expired: implement it, or do not declare the capability"
+            )
+        if not isinstance(idempotency_window, _dt.timedelta) or idempotency_window <= _dt.timedelta(0):
+            raise InvalidRequest("idempotency window must be a positive duration", field="idempotency.window")
+        self.retention = policy
+        self.idempotency_window = idempotency_window
+        self.sweep_interval = sweep_interval
+        self._sweeper: _Sweeper | None = None
+        if (
+            background_sweep
+            and sweep_interval is not None
+            and expiring
+            and Capability.REMOTE not in self.capabilities  # a service sweeps its own store
+        ):
+            self._sweeper = _Sweeper(self, sweep_interval)
 
     # -- verbs ---------------------------------------------------------------
 
@@ -195,10 +338,41 @@ class Vault:
     def retain(self, request: RetainRequest) -> RetainResult:
         """Store content in one document (contract P5-P13)."""
         _expect(request, RetainRequest)
+        request = self._over_time(request)
         result = self._call(self._hook.memvault_retain, "retain", RetainResult, request)
         if self.embedding is not None:
             self.embedding.notify()
         return result
+
+    def _over_time(self, request: RetainRequest) -> RetainRequest:
+        """Check a retain's expiry and idempotency key (P41, P44) and set its ``retention`` (P43).
+
+        :raises NotSupported: for an expiry or a key the provider cannot keep.
+        :raises InvalidRequest: for an expiry not after now.
+        """
+        if request.idempotency_key and Capability.IDEMPOTENT_WRITES not in self.capabilities:
+            raise NotSupported(
+                f"provider {self.name!r} cannot make a write idempotent (it lacks the 'idempotent_writes' "
+                "capability): send the retain without idempotency_key, or use a provider that has it"
+            )
+        if request.expires_at is not None:
+            if Capability.EXPIRY not in self.capabilities:
+                raise NotSupported(
+                    f"provider {self.name!r} does not store expiries (it lacks the 'expiry' capability), so the "
+                    "document would be kept for ever: send the retain without expires_at, or use a provider "
+                    "that has it"
+                )
+            now = clock.now()
+            if request.expires_at <= now:
+                raise InvalidRequest(
+                    f"expires_at {request.expires_at.isoformat()} is in the past (now is {now.isoformat()}): "
+                    "give a time in the future, or do not retain content that has already expired",
+                    field="expires_at",
+                )
+        retention = self.retention.for_(request.workspace_id, request.tier) if self.retention else None
+        if request.retention != retention:
+            request = attrs.evolve(request, retention=retention)
+        return request
 
     @traced("retain_many")
     def retain_many(self, requests: Sequence[RetainRequest]) -> list[RetainResult | MemvaultError]:
@@ -230,8 +404,15 @@ class Vault:
         requests = list(requests)  # also a generator, read once
         for request in requests:
             _expect(request, RetainRequest)
+        checked: list[RetainRequest | MemvaultError] = []
+        for request in requests:
+            try:
+                checked.append(self._over_time(request))
+            except MemvaultError as exc:  # refused on its own (P34): the others go on
+                checked.append(exc)
         try:
-            return self._retain_list(requests)
+            done = iter(self._retain_list([r for r in checked if isinstance(r, RetainRequest)]))
+            return [next(done) if isinstance(r, RetainRequest) else r for r in checked]
         finally:
             if self.embedding is not None:
                 self.embedding.notify()
@@ -432,6 +613,72 @@ class Vault:
         """The slot's model-facing tools (L12): a list of :class:`Tool`, or ``None``."""
         return self._hook.memvault_tools(ctx=ctx)
 
+    # -- memory over time (P41-P45) --------------------------------------------
+
+    def sweep_expired(
+        self,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+        batch: int = 1000,
+    ) -> SweepReport:
+        """Remove what has expired (P43): documents past their expiry or their tier's retention, expired
+        quarantine copies, and idempotency keys older than the idempotency window.
+
+        The provider removes up to ``batch`` documents per call, as erasure does; this loops
+        until none is left. ``dry_run`` removes nothing and lists what would go (at most
+        :data:`~memvault.contract.retention.MAX_SWEEP_LIMIT` documents). ``progress`` is called
+        with the number of documents removed so far after each batch.
+
+        :raises NotSupported: naming the provider when it stores no expiries.
+        """
+        if not self._provides("memvault_sweep_expired"):
+            raise NotSupported(
+                f"provider {self.name!r} stores no expiries (it does not implement memvault_sweep_expired): "
+                "there is nothing to sweep; use a provider with the 'expiry' capability"
+            )
+        started = time.perf_counter()
+        documents: list[DocumentInfo] = []
+        copies = keys = 0
+        truncated = False
+        while True:
+            now = clock.now()
+            request = SweepRequest(
+                now=now,
+                retention=self.retention,
+                keys_before=now - self.idempotency_window,
+                dry_run=dry_run,
+                limit=MAX_SWEEP_LIMIT if dry_run else max(1, min(batch, MAX_SWEEP_LIMIT)),
+            )
+            result = self._call(self._hook.memvault_sweep_expired, "sweep_expired", SweepResult, request)
+            documents += result.documents
+            copies += result.quarantine_removed
+            keys += result.keys_removed
+            if progress is not None:
+                progress(len(documents))
+            if dry_run:
+                truncated = result.more
+                break
+            if not result.more or not result.documents:  # nothing removed: never loop for ever
+                break
+        if documents and not dry_run and self.embedding is not None:
+            self.embedding.notify()
+        return SweepReport(
+            documents=documents,
+            quarantine_removed=copies,
+            keys_removed=keys,
+            dry_run=dry_run,
+            truncated=truncated,
+            seconds=time.perf_counter() - started,
+        )
+
+    def describe_retention(self) -> list[tuple[str, str, str]]:
+        """``(workspace or "(default)", tier, duration)`` rows of the policy, then the sweep's and keys' settings."""
+        rows = self.retention.describe()
+        rows.append(("(vault)", "sweep_interval", format_duration(self.sweep_interval)))
+        rows.append(("(vault)", "idempotency.window", format_duration(self.idempotency_window)))
+        return rows
+
     # -- quarantine copies (P30; the scanner keeps them, operators read them) -----
 
     def quarantine_keep(self, record: QuarantineRecord) -> bool:
@@ -526,6 +773,8 @@ class Vault:
         if self._closed:
             return
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.close()
         if self.embedding is not None:
             self.embedding.close()
         close = getattr(self.provider, "close", None)
@@ -627,6 +876,9 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
     embedder: str | Embedder | None = None,
     embed: Mapping[str, Any] | None = None,
     background_embedding: bool = True,
+    retention: RetentionPolicy | Mapping[str, Any] | None = None,
+    idempotency: Mapping[str, Any] | None = None,
+    background_sweep: bool = True,
     **settings: Any,
 ) -> Vault:
     """Open the installed provider ``name`` with its ``settings``.
@@ -649,11 +901,25 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         remote provider's service embeds on its side.
     :param embed: the embedder's own settings (the ``[embed]`` table's other keys).
     :param background_embedding: embed new lines in a background thread (default ``True``).
+    :param retention: the retention policy (contract P43): a
+        :class:`~memvault.contract.retention.RetentionPolicy`, or the ``[retention]`` table of
+        ``memvault.toml`` as a mapping (``{"daily": "90d", "sweep_interval": "1h",
+        "workspaces": {"acme": {"daily": "30d"}}}``). Needs a provider with ``expiry``.
+    :param idempotency: the ``[idempotency]`` table (``{"window": "24h"}``, P45).
+    :param background_sweep: sweep expired content in a background thread every
+        ``sweep_interval`` (default ``True``; the CLI's short-lived commands pass ``False``).
     :param settings: the provider's own settings (``path=...`` for sqlite).
     :raises ProviderNotFound: listing the installed providers.
     :raises InvalidRequest: for a setting the provider does not take, or a required
         one (a factory parameter without a default) that is missing.
     """
+    interval: _dt.timedelta | None = DEFAULT_SWEEP_INTERVAL
+    if isinstance(retention, RetentionPolicy):
+        policy = retention
+    else:
+        table = dict(retention or {})
+        policy, interval = RetentionPolicy.from_config(table), sweep_interval_from(table)
+    window = idempotency_window_from(dict(idempotency or {}))
     registry = get_registry()
     info = registry.get(name)
     kwargs = coerce_settings(info, settings)
@@ -687,6 +953,10 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
             health_timeout=health_timeout,
             embedder=embedding,
             background_embedding=background_embedding,
+            retention=policy,
+            idempotency_window=window,
+            sweep_interval=interval,
+            background_sweep=background_sweep,
         )
     except BaseException:
         close = getattr(provider, "close", None)
@@ -731,8 +1001,10 @@ def open_configured(config: Config, name: str | None = None, /, **overrides: Any
         "health_timeout": config.health_timeout,
         "embedder": embed.pop("embedder", None),
         "embed": embed,
+        "retention": config.retention,
+        "idempotency": config.idempotency,
     }
-    for key in ("scanner", "health_timeout", "plugins", "embedder", "background_embedding"):
+    for key in ("scanner", "health_timeout", "plugins", "embedder", "background_embedding", "background_sweep"):
         if key in settings:
             vault_options[key] = settings.pop(key)
     return open(name, **vault_options, **settings)

@@ -54,6 +54,7 @@ class Context:
         if scanner is not None:
             settings["scanner"] = scanner
         settings["background_embedding"] = False
+        settings["background_sweep"] = False
         return open_configured(load_config(self.config), self.provider, **settings)
 
 

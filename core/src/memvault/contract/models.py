@@ -7,7 +7,8 @@ P22-P23). Change a request with :func:`attrs.evolve`, which re-runs validation.
 Also the partition and label rules providers share (:func:`label_for`,
 :func:`parse_label`, :func:`check_cap`).
 
-May import: :mod:`memvault.contract.errors`, :mod:`memvault.contract.embedding` and :mod:`memvault.contract.terms`.
+May import: :mod:`memvault.contract.errors`, :mod:`memvault.contract.embedding`, :mod:`memvault.contract.clock`
+and :mod:`memvault.contract.terms`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
+from memvault.contract import clock
 from memvault.contract.embedding import QueryVector
 from memvault.contract.errors import CapExceeded, InvalidRequest
 from memvault.contract.terms import query_terms, tokenize
@@ -506,10 +508,11 @@ class RetainRequest(_AddressesOneDocument):
             digest.update(data)
         return digest.hexdigest()
 
-    def purge_at(self, now: _dt.datetime) -> _dt.datetime | None:
-        """The document's effective expiry after this write at ``now`` (P41, P43): the earlier of
-        ``expires_at`` (pass the explicit expiry the document keeps) and ``now + retention``."""
-        return effective_expiry(self.expires_at, now, self.retention)
+    def purge_at(self, now: _dt.datetime | None = None) -> _dt.datetime | None:
+        """When what this write stores at ``now`` (default :func:`memvault.contract.clock.now`) expires
+        (P41-P43): the earlier of ``expires_at`` and ``now + retention``; ``None``: never. (An append
+        that keeps its document's expiry uses :func:`effective_expiry` with the kept one.)"""
+        return effective_expiry(self.expires_at, clock.now() if now is None else now, self.retention)
 
     def applied_to(self, stored: str, subjects: Iterable[str] = ()) -> StoredBody:
         """What this write makes of a document whose body is ``stored`` (``""``: none yet).
@@ -768,6 +771,11 @@ def _aware_time(instance: object, attribute: Any, value: Any) -> None:
         raise InvalidRequest(f"{attribute.name} must be a timezone-aware timestamp", field=attribute.name)
 
 
+def _optional_aware_time(instance: object, attribute: Any, value: Any) -> None:
+    if value is not None:
+        _aware_time(instance, attribute, value)
+
+
 def _sha256(instance: object, attribute: Any, value: Any) -> None:
     validate_sha256(value, attribute.name)
 
@@ -789,9 +797,13 @@ class QuarantineRecord:
     pattern: str = field(validator=_text)
     sha256: str = field(validator=_sha256)
     content: str = field(validator=_text)
-    created_at: _dt.datetime = field(factory=lambda: _dt.datetime.now(_dt.timezone.utc), validator=_aware_time)
+    created_at: _dt.datetime = field(factory=clock.now, validator=_aware_time)
     #: The data subject the rejected write named, so erasure by subject removes the copy too (P24).
     data_subject_id: str = field(default="", validator=_identifier(False))
+    #: Optional (P42): when the copy expires, the earlier of the rejected write's ``expires_at`` and
+    #: ``created_at`` plus its tier's retention; ``None``: never. List and get omit an expired copy
+    #: and the sweep removes it.
+    expires_at: _dt.datetime | None = field(default=None, validator=_optional_aware_time)
 
 
 @frozen(kw_only=True)

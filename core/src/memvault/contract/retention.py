@@ -37,7 +37,9 @@ __all__ = [
     "SweepRequest",
     "SweepResult",
     "format_duration",
+    "idempotency_window_from",
     "parse_duration",
+    "sweep_interval_from",
 ]
 
 #: How long a provider remembers an idempotency key unless ``[idempotency] window`` says otherwise (P44).
@@ -217,6 +219,38 @@ class RetentionPolicy:
         for workspace, tiers in sorted(self.workspaces.items()):
             rows += [(workspace, tier.value, format_duration(d)) for tier, d in tiers.items()]
         return rows
+
+
+def sweep_interval_from(table: Mapping[str, Any], *, where: str = "retention") -> _dt.timedelta | None:
+    """``[retention] sweep_interval`` (default 1 h; ``"off"``: no background sweep).
+
+    :raises InvalidRequest: naming ``retention.sweep_interval`` for a bad duration.
+    """
+    if "sweep_interval" not in table:
+        return DEFAULT_SWEEP_INTERVAL
+    return parse_duration(table["sweep_interval"], f"{where}.sweep_interval")
+
+
+def idempotency_window_from(table: Mapping[str, Any], *, where: str = "idempotency") -> _dt.timedelta:
+    """``[idempotency] window`` (default 24 h), how long a provider remembers a key (P45).
+
+    :raises InvalidRequest: naming the key, for a bad or ``"off"`` window or an unknown key.
+    """
+    unknown = sorted(set(table) - {"window"})
+    if unknown:
+        raise InvalidRequest(
+            f"unknown key(s) {', '.join(unknown)} in [{where}]: the table takes only window",
+            field=f"{where}.{unknown[0]}",
+        )
+    if "window" not in table:
+        return DEFAULT_IDEMPOTENCY_WINDOW
+    window = parse_duration(table["window"], f"{where}.window")
+    if window is None:
+        raise InvalidRequest(
+            f'{where}.window cannot be "off": keys must be forgotten some time; give a duration such as "24h"',
+            field=f"{where}.window",
+        )
+    return window
 
 
 def _config_tier(key: str, where: str) -> Tier:

@@ -24,6 +24,7 @@ from memvault.contract.models import (
     ForgetResult,
     HealthStatus,
     ListDocumentsResult,
+    QuarantineRecord,
     RecallRequest,
     RecallResult,
     RecallSnippet,
@@ -122,6 +123,9 @@ converter.register_unstructure_hook(
         embedding_backlog=override(omit_if_default=True),
         retention_overdue=override(omit_if_default=True),
     ),
+)
+converter.register_unstructure_hook(
+    QuarantineRecord, make_dict_unstructure_fn(QuarantineRecord, converter, expires_at=override(omit_if_default=True))
 )
 converter.register_unstructure_hook(
     DocumentInfo, make_dict_unstructure_fn(DocumentInfo, converter, expires_at=override(omit_if_default=True))

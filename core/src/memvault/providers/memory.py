@@ -21,7 +21,9 @@ import attrs
 from attrs import frozen
 
 from memvault import search as text
+from memvault.contract import clock
 from memvault.contract.embedding import PendingLine, line_digest, vectors_from_bytes
+from memvault.contract.errors import IdempotencyConflict, InvalidRequest
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
     Capability,
@@ -41,8 +43,10 @@ from memvault.contract.models import (
     RetainResult,
     Tier,
     body_sha256,
+    effective_expiry,
 )
 from memvault.contract.registration import RegisterProvider
+from memvault.contract.retention import SweepRequest, SweepResult
 from memvault.contract.scanning import check_stored
 from memvault.contract.versions import CONTRACT_VERSION
 from memvault.hooks.markers import hookimpl
@@ -64,7 +68,23 @@ class _Document:
     data_subjects: frozenset[str]
     index: text.IndexedDocument
     digest: str
-    updated_at: _dt.datetime = attrs.field(factory=lambda: _dt.datetime.now(_dt.timezone.utc))
+    updated_at: _dt.datetime = attrs.field(factory=clock.now)
+    #: The explicit expiry the writes gave the document (P41) and its effective one (P43).
+    expires_at: _dt.datetime | None = None
+    purge_at: _dt.datetime | None = None
+
+    def live(self, now: _dt.datetime) -> bool:
+        """Whether the document has not expired at ``now`` (an expired one is absent for every verb, P42)."""
+        return self.purge_at is None or self.purge_at > now
+
+
+@frozen(kw_only=True)
+class _Key:
+    """An idempotency key's record (P44): the write's fingerprint, its result, when it was recorded."""
+
+    fingerprint: str
+    result: RetainResult
+    recorded_at: _dt.datetime
 
 
 class MemoryProvider:
@@ -77,6 +97,8 @@ class MemoryProvider:
             Capability.LIST_DOCUMENTS,
             Capability.CHECKS_STORED,
             Capability.VECTORS,
+            Capability.EXPIRY,
+            Capability.IDEMPOTENT_WRITES,
         }
     )
 
@@ -88,6 +110,8 @@ class MemoryProvider:
         self._vectors: dict[tuple[Partition, str], dict[int, tuple[str, str, bytes]]] = {}
         # Quarantine copies per workspace, by sha256, in the order they were kept (P30).
         self._quarantine: dict[str, dict[str, QuarantineRecord]] = {}
+        # Idempotency keys per (workspace, key), recorded under the lock of the write they name (P44).
+        self._keys: dict[tuple[str, str], _Key] = {}
         after_fork_in_child(self, type(self)._forked)
 
     def _forked(self) -> None:
@@ -99,8 +123,26 @@ class MemoryProvider:
         ref = request.ref
         label = ref.label
         with self._lock:
+            now = clock.now()
+            key = (request.workspace_id, request.idempotency_key)
+            if request.idempotency_key:
+                recorded = self._keys.get(key)
+                if recorded is not None:
+                    if recorded.fingerprint != request.fingerprint():
+                        raise IdempotencyConflict(key=request.idempotency_key, workspace_id=request.workspace_id)
+                    return recorded.result  # a repeat: the first result, nothing written (P44)
             docs = self._partitions.setdefault(ref.partition, {})
             old = docs.get(label)
+            if old is not None and not old.live(now):
+                # Expired (P42): gone for every verb, so a write starts a new document. Its quarantine
+                # copies go with it, as a sweep would remove them.
+                del docs[label]
+                self._vectors.pop((ref.partition, label), None)
+                copies = self._quarantine.get(request.workspace_id, {})
+                for digest in [d for d, r in copies.items() if (*_owner(ref.partition), label) == _address(r)]:
+                    del copies[digest]
+                old = None
+            explicit = _explicit_expiry(request, old)
             # The scanner's check of the body this append extends (P29): it may reject, before anything changes.
             check_stored(old.body if old else "", old.digest if old else "")
             final = request.applied_to(old.body if old else "", old.data_subjects if old else ())
@@ -127,19 +169,26 @@ class MemoryProvider:
                 data_subjects=final.subjects,
                 index=new_index,
                 digest=body_sha256(final.body),
+                updated_at=now,
+                expires_at=explicit,
+                purge_at=effective_expiry(explicit, now, request.retention),
             )
-        return RetainResult(id=label, bytes=final.bytes, warning=final.warning)
+            result = RetainResult(id=label, bytes=final.bytes, warning=final.warning)
+            if request.idempotency_key:
+                self._keys[key] = _Key(fingerprint=request.fingerprint(), result=result, recorded_at=now)
+        return result
 
     @hookimpl
     def memvault_recall(self, request: RecallRequest) -> RecallResult:
         query = text.Query.parse(request.query)
         vector = request.vector
         with self._lock:
+            now = clock.now()
             found = [
                 (partition, label, doc)
                 for partition, tiers in request.scopes()
                 for label, doc in self._partitions.get(partition, {}).items()
-                if doc.tier in tiers
+                if doc.tier in tiers and doc.live(now)
             ]
             # The vectors of the searched partitions only (P38), of the query's model, for current text.
             stored = (
@@ -179,7 +228,10 @@ class MemoryProvider:
         # holds, however it was written.
         out: list[PendingLine] = []
         with self._lock:
-            documents = [(p, label, doc) for p, docs in self._partitions.items() for label, doc in docs.items()]
+            now = clock.now()
+            documents = [
+                (p, label, doc) for p, docs in self._partitions.items() for label, doc in docs.items() if doc.live(now)
+            ]
             for partition, label, doc in sorted(documents, key=_document_order):
                 missing = _unembedded_lines(doc, self._vectors.get((partition, label), {}), model_id)
                 for number, line_text, digest in missing[: limit - len(out)]:
@@ -209,10 +261,12 @@ class MemoryProvider:
     @hookimpl
     def memvault_vectors_backlog(self, model_id: str) -> int:
         with self._lock:
+            now = clock.now()
             return sum(
                 len(_unembedded_lines(doc, self._vectors.get((partition, label), {}), model_id))
                 for partition, docs in self._partitions.items()
                 for label, doc in docs.items()
+                if doc.live(now)
             )
 
     @hookimpl
@@ -220,22 +274,27 @@ class MemoryProvider:
         ref = request.ref
         with self._lock:
             doc = self._partitions.get(ref.partition, {}).get(ref.label)
-        return ReadResult(id=ref.label, content=doc.body if doc else "")
+            live = doc is not None and doc.live(clock.now())
+        return ReadResult(id=ref.label, content=doc.body if doc is not None and live else "")
 
     @hookimpl
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
         with self._lock:
+            now = clock.now()
             if request.id:
                 ref = request.ref
                 docs = self._partitions.get(ref.partition, {})
                 self._vectors.pop((ref.partition, ref.label), None)
-                return ForgetResult(removed=1 if docs.pop(ref.label, None) is not None else 0)
+                gone = docs.pop(ref.label, None)
+                # An expired document is removed too, but was already absent (P42): removed=0.
+                return ForgetResult(removed=1 if gone is not None and gone.live(now) else 0)
             erased: set[tuple[str, str, str]] = set()
+            removed = 0
             for partition, docs in self._partitions.items():
                 if partition.workspace_id != request.workspace_id:
                     continue
                 for label in [lb for lb, d in docs.items() if request.data_subject_id in d.data_subjects]:
-                    del docs[label]
+                    removed += docs.pop(label).live(now)
                     self._vectors.pop((partition, label), None)
                     erased.add((*_owner(partition), label))
             # Quarantine copies are derived data too (P24): those of the subject's rejected writes, and
@@ -247,16 +306,18 @@ class MemoryProvider:
                 if r.data_subject_id == request.data_subject_id or (r.agent_id, r.crew_id, r.label) in erased
             ]:
                 del copies[digest]
-            return ForgetResult(removed=len(erased))
+            return ForgetResult(removed=removed)
 
     @hookimpl
     def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
         with self._lock:
+            now = clock.now()
             found = [
                 _info(partition, label, doc)
                 for partition, docs in self._partitions.items()
                 for label, doc in docs.items()
-                if request.includes(
+                if doc.live(now)
+                and request.includes(
                     workspace_id=partition.workspace_id,
                     agent_id=partition.owner_id if partition.kind == "agent" else "",
                     crew_id=partition.owner_id if partition.kind == "crew" else "",
@@ -274,12 +335,14 @@ class MemoryProvider:
     @hookimpl
     def memvault_quarantine_list(self, workspace_id: str) -> list[QuarantineRecord]:
         with self._lock:
-            return list(self._quarantine.get(workspace_id, {}).values())
+            now = clock.now()
+            return [r for r in self._quarantine.get(workspace_id, {}).values() if _copy_live(r, now)]
 
     @hookimpl
     def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> QuarantineRecord | None:
         with self._lock:
-            return self._quarantine.get(workspace_id, {}).get(sha256)
+            record = self._quarantine.get(workspace_id, {}).get(sha256)
+            return record if record is not None and _copy_live(record, clock.now()) else None
 
     @hookimpl
     def memvault_quarantine_delete(self, workspace_id: str, sha256: str) -> int:
@@ -287,12 +350,87 @@ class MemoryProvider:
             return 1 if self._quarantine.get(workspace_id, {}).pop(sha256, None) is not None else 0
 
     @hookimpl
+    def memvault_sweep_expired(self, request: SweepRequest) -> SweepResult:
+        """Remove expired documents (with their index and vectors), copies and keys (P43), under the lock."""
+        now = request.now
+        with self._lock:
+            due: list[tuple[_dt.datetime, Partition, str, _Document]] = []
+            for partition, docs in self._partitions.items():
+                for label, doc in docs.items():
+                    if not doc.live(now):
+                        assert doc.purge_at is not None
+                        due.append((doc.purge_at, partition, label, doc))
+                    elif request.retention.past_retention(partition.workspace_id, doc.tier, doc.updated_at, now):
+                        due.append((doc.updated_at, partition, label, doc))
+            due.sort(key=lambda item: (item[0], _document_order(item[1:])))
+            chosen = due[: request.limit]
+            infos = [_info(partition, label, doc) for _, partition, label, doc in chosen]
+            # Copies of rejected writes to a removed document go with it, as with erasure (P24): the copy
+            # of a rejected append is the final body, which holds the document's text.
+            swept = {(p.workspace_id, *_owner(p), label) for _, p, label, _doc in chosen}
+            copies = [
+                (workspace, digest)
+                for workspace, records in self._quarantine.items()
+                for digest, record in records.items()
+                if not _copy_live(record, now) or (workspace, record.agent_id, record.crew_id, record.label) in swept
+            ]
+            keys = [
+                k
+                for k, recorded in self._keys.items()
+                if request.keys_before is not None and recorded.recorded_at < request.keys_before
+            ]
+            if not request.dry_run:
+                for _, partition, label, _doc in chosen:
+                    del self._partitions[partition][label]
+                    self._vectors.pop((partition, label), None)
+                for workspace, digest in copies:
+                    del self._quarantine[workspace][digest]
+                for k in keys:
+                    del self._keys[k]
+        return SweepResult(
+            documents=infos, quarantine_removed=len(copies), keys_removed=len(keys), more=len(due) > len(chosen)
+        )
+
+    @hookimpl
     def memvault_health(self) -> HealthStatus:
         acquired = self._lock.acquire(timeout=0.1)
         if not acquired:
             return HealthStatus(ok=False, message="memory provider lock is held by a stuck call")
-        self._lock.release()
-        return HealthStatus(ok=True)
+        try:
+            now = clock.now()
+            overdue = sum(not doc.live(now) for docs in self._partitions.values() for doc in docs.values())
+        finally:
+            self._lock.release()
+        return HealthStatus(ok=True, retention_overdue=overdue)
+
+
+def _explicit_expiry(request: RetainRequest, old: _Document | None) -> _dt.datetime | None:
+    """The explicit expiry a document has after ``request`` (P41); ``old`` is the live document or ``None``.
+
+    :raises InvalidRequest: for an append naming another expiry than the live document's.
+    """
+    if request.mode == "replace" or old is None:
+        return request.expires_at
+    if request.expires_at is None or request.expires_at == old.expires_at:
+        return old.expires_at
+    raise InvalidRequest(expiry_conflict(request.label, old.expires_at), field="expires_at")
+
+
+def expiry_conflict(label: str, current: _dt.datetime | None) -> str:
+    """The message for an append whose ``expires_at`` differs from the live document's (P41)."""
+    has = f"expires at {current.isoformat()}" if current is not None else "has no expiry"
+    return (
+        f"{label} {has}, and an expiry applies to the whole document: append with the same expires_at "
+        "(or none), replace the document to give it a new expiry, or write to a document of its own"
+    )
+
+
+def _address(record: QuarantineRecord) -> tuple[str, str, str]:
+    return (record.agent_id, record.crew_id, record.label)
+
+
+def _copy_live(record: QuarantineRecord, now: _dt.datetime) -> bool:
+    return record.expires_at is None or record.expires_at > now
 
 
 def _line_text(index: text.IndexedDocument, number: int) -> str | None:
@@ -342,6 +480,7 @@ def _info(partition: Partition, label: str, doc: _Document) -> DocumentInfo:
         subjects=_subjects(doc),
         digest=doc.digest,
         updated_at=doc.updated_at,
+        expires_at=doc.purge_at,
     )
 
 

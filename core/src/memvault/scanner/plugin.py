@@ -333,6 +333,7 @@ class BuiltinScanner:
             sha256=digest,
             content=body,
             data_subject_id=request.data_subject_id,
+            expires_at=request.purge_at(),
         )
         details = finding.describe()
         if seen_with:
