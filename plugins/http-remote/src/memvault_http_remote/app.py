@@ -66,7 +66,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Scope
 
 from memvault.contract.errors import (
@@ -91,6 +91,7 @@ from memvault.contract.models import (
 )
 from memvault.contract.wire import structure, unstructure
 from memvault.vault import Vault
+from memvault_http_remote.console import CONSOLE_PREFIX, console_app
 from memvault_http_remote.errorwire import encode_error, status_for
 from memvault_http_remote.limits import (
     Admission,
@@ -660,6 +661,11 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
         Route(f"{API_PREFIX}/quarantine/list", _guard(service.quarantine_list), methods=["POST"]),
         Route(f"{API_PREFIX}/quarantine/get", _guard(service.quarantine_get), methods=["POST"]),
         Route(f"{API_PREFIX}/openapi.json", _guard(service.openapi), methods=["GET"]),
+        # The operator console (server-rendered pages; same tokens and workspace bounds): console.py.
+        Mount(
+            CONSOLE_PREFIX,
+            app=console_app(vault, settings, service.tokens, run=service.call, health=service.health_cache.get),
+        ),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     service.gate = RequestGate(app, settings, service.tokens, exempt=_exempt, prefix="server", log=log)
