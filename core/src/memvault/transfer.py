@@ -27,6 +27,13 @@ changes nothing. ``--replace`` overwrites a document with the file's body
 before it forgets anything (and forgets only to drop subjects the file does
 not name), so a failed write never leaves the old document lost.
 
+Expiring memory stays expiring (contract P42): export leaves out what has
+expired and carries each document's expiry (``DocumentInfo.expires_at``, its
+effective expiry) and each quarantine copy's; import writes them back, leaves
+out (and lists) what expired since the export, and refuses, before writing, a
+file with expiring content for a target that cannot store expiries: an import
+never makes expiring content permanent.
+
 May import: the facade and every layer below it.
 """
 
@@ -43,8 +50,10 @@ from typing import IO, Any, Final
 import attrs
 from attrs import field, frozen
 
+from memvault.contract import clock
 from memvault.contract.errors import ContentRejected, InvalidRequest, MemvaultError, NotSupported
 from memvault.contract.models import (
+    Capability,
     DocumentInfo,
     ForgetRequest,
     ListDocumentsRequest,
@@ -423,6 +432,8 @@ class ImportSummary:
     quarantine_kept: int
     quarantine_unchanged: int
     not_imported: list[str] = field(factory=list)
+    #: Documents of the file that expired after the export (P42): gone, as in the source, so not imported.
+    expired: list[str] = field(factory=list)
 
 
 _DocKey = tuple[str, str, str, str]
@@ -470,7 +481,7 @@ class _Target:
 
 @frozen(kw_only=True)
 class _Step:
-    action: str  # "write", "replace", "tag", "skip", "refuse", "conflict"
+    action: str  # "write", "replace", "tag", "skip", "refuse", "conflict", "expired"
     info: DocumentInfo  # the document line as the first pass read it
     subjects: tuple[str, ...]  # the subjects to write, in order
     #: ``replace`` only: the target's document carries subjects the file does not name (or the target
@@ -481,6 +492,8 @@ class _Step:
 def _plan(target: _Target, entry: ExportedDocument, replace: bool) -> _Step:
     """What the import does for one (checked) document line, given what the target holds."""
     info = entry.document
+    if info.expires_at is not None and info.expires_at <= clock.now():
+        return _Step(action="expired", info=info, subjects=())  # gone since the export (P42)
     have = target.document(info)
     forget = False
     if have is None:
@@ -511,6 +524,7 @@ def _requests(info: DocumentInfo, body: str, subjects: tuple[str, ...]) -> list[
             content=body,
             mode="replace",
             data_subject_id=subject,
+            expires_at=info.expires_at,
         )
         for subject in subjects or ("",)
     ]
@@ -560,12 +574,24 @@ def import_store(
     target = _Target(vault)
     plan: dict[int, _Step] = {}
     conflicts: list[str] = []
+    expiring: list[int] = []
     for number, entry in _entries(path, name):
         if isinstance(entry, ExportedDocument):
             with _naming(entry.document, number):
                 step = plan[number] = _plan(target, entry, replace)
             if step.action == "conflict":
                 conflicts.append(f"{_where(entry.document)} (line {number})")
+            if entry.document.expires_at is not None:
+                expiring.append(number)
+        elif isinstance(entry, ExportedQuarantine) and entry.record.expires_at is not None:
+            expiring.append(number)
+    if expiring and Capability.EXPIRY not in vault.capabilities:
+        shown = ", ".join(str(n) for n in expiring[:5]) + (" ..." if len(expiring) > 5 else "")
+        raise NotSupported(
+            f"provider {vault.name!r} does not store expiries (it lacks the 'expiry' capability), and "
+            f"{len(expiring)} line(s) of the file expire (lines {shown}): importing them would keep them for "
+            "ever; nothing was written. Import into a provider with the 'expiry' capability"
+        )
     if conflicts:
         raise ImportConflict(conflicts)
     if on_total is not None:
@@ -573,6 +599,7 @@ def import_store(
     counts = {"written": 0, "tagged": 0, "unchanged": 0}
     kept = same = 0
     refused: list[str] = []
+    expired: list[str] = []
     rejected: dict[int, str] = {}  # line -> why the target's scanner rejected its document
     pending: set[Future[str]] = set()
 
@@ -603,6 +630,8 @@ def import_store(
         for number, entry in _entries(path, name):
             if isinstance(entry, ExportedQuarantine):
                 record = entry.record
+                if record.expires_at is not None and record.expires_at <= clock.now():
+                    continue  # expired since the export: gone, as the source's sweep would remove it
                 if not target.quarantines:
                     refused.append(f"quarantine copy {record.sha256[:16]} (the target keeps no quarantine copies)")
                 elif target.has_copy(record):
@@ -626,6 +655,11 @@ def import_store(
             if planned.action == "refuse":
                 refused.append(f"{_where(entry.document)} (lessons are read-only through retain: copy them by hand)")
                 continue
+            if planned.action == "expired":
+                assert entry.document.expires_at is not None
+                when = entry.document.expires_at.isoformat()
+                expired.append(f"{_where(entry.document)} (line {number}: expired at {when})")
+                continue
             if grouped is not None:
                 grouped.add(number, entry, planned)
             else:
@@ -642,6 +676,7 @@ def import_store(
         quarantine_kept=kept,
         quarantine_unchanged=same,
         not_imported=refused,
+        expired=expired,
     )
 
 
@@ -799,6 +834,8 @@ def verify_import(
                 problems.append(
                     Mismatch(line=number, what=_where(info), problem="the target withholds it (quarantined)")
                 )
+            elif info.expires_at is not None and info.expires_at <= clock.now() and not result.content:
+                pass  # expired (P42): gone from the target as from the source, nothing to compare
             elif result.content.encode("utf-8") != entry.body.encode("utf-8"):
                 problem = "missing" if not result.content else "its body differs"
                 problems.append(Mismatch(line=number, what=_where(info), problem=problem))

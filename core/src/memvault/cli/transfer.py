@@ -191,6 +191,7 @@ def import_(obj: Context, file: str, verify: bool, replace: bool, jobs: int, no_
                 "meanwhile): a running service does it in the background, or run `memvault reembed`"
             )
         lines += [f"not imported: {what}" for what in summary.not_imported]
+        lines += [f"expired since the export, not imported: {what}" for what in summary.expired]
         if verify:
             lines.append("verify: every document matches" if not problems else f"verify: {len(problems)} problem(s)")
             lines += [f"  line {p.line}: {p.what}: {p.problem}" for p in problems]
