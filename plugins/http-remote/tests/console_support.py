@@ -154,3 +154,65 @@ def documents_of(url: str, workspace: str) -> list[dict[str, Any]]:
 INJECTION_DIGEST = body_sha256(INJECTION)
 SUBJECT_DIGEST = body_sha256(SUBJECT_INJECTION)
 OTHER_DIGEST = body_sha256(OTHER_INJECTION)
+
+
+# -- the browser (test_console_browser.py, console_screenshots.py) ---------------------------------
+
+#: Debian's packages (`apt-get install chromium chromium-driver`); MEMVAULT_CHROMIUM / MEMVAULT_CHROMEDRIVER override.
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,860",
+)
+
+
+def browser_binaries() -> tuple[str, str] | str:
+    """(chromium, chromedriver), or why they cannot be used."""
+    import os
+    import shutil
+
+    chromium = os.environ.get("MEMVAULT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = os.environ.get("MEMVAULT_CHROMEDRIVER") or shutil.which("chromedriver")
+    if not chromium or not driver:
+        return (
+            "chromium and chromedriver are needed for the console's browser tests: "
+            "apt-get install -y chromium chromium-driver (or set MEMVAULT_CHROMIUM and MEMVAULT_CHROMEDRIVER)"
+        )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is needed for the console's browser tests: pip install './plugins/http-remote[browser]'"
+    return chromium, driver
+
+
+def start_chromium(chromium: str, chromedriver: str, profile: Path) -> Any:
+    """A headless chromium on a fresh profile, its browser log kept (selenium's Chrome WebDriver)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+
+
+def browser_login(driver: Any, url: str, token: str) -> None:
+    """Log in through the login form, as an operator would (a fresh session: cookies cleared first)."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(url + "/console/login")
+    driver.delete_all_cookies()
+    driver.get(url + "/console/login")
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "login").click()
+    assert driver.current_url.endswith("/console/workspaces"), driver.current_url

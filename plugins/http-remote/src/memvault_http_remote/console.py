@@ -266,15 +266,21 @@ class _Console:
         return fields
 
     def same_origin(self, request: Request, session: _Session | None) -> None:
-        """403 unless the browser says the request comes from this origin (``Origin``, ``Sec-Fetch-Site``)."""
+        """403 unless the browser says the request comes from this origin.
+
+        ``Sec-Fetch-Site`` (which no page can set) must say ``same-origin`` when present; a
+        browser without it must send an ``Origin`` equal to the console's own. Under
+        ``Referrer-Policy: no-referrer`` Chromium sends ``Origin: null`` on a form POST, so
+        ``null`` counts only beside ``Sec-Fetch-Site: same-origin``.
+        """
         site = request.headers.get("sec-fetch-site")
         origin = request.headers.get("origin")
         own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if site is None and origin is None:
-            refused = "the request names no origin (a browser sends Origin on a POST)"
-        elif site is not None and site != "same-origin":
+        if site is not None and site != "same-origin":
             refused = f"the request comes from another site (Sec-Fetch-Site: {site})"
-        elif origin is not None and origin != own:
+        elif site is None and origin is None:
+            refused = "the request names no origin (a browser sends Origin or Sec-Fetch-Site on a POST)"
+        elif origin is not None and origin != own and not (origin == "null" and site == "same-origin"):
             refused = "the request comes from another origin"
         else:
             return
