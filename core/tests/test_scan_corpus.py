@@ -166,7 +166,8 @@ def test_a_higher_threshold_needs_more_evidence() -> None:
 def test_an_allow_listed_rule_never_fires() -> None:
     text = "![chart](https://charts.example.com/render?spec={{chart_spec}})"
     assert scan(text) is not None
-    policy = ScanPolicy.from_table({"allow": ["image_url_placeholder", "url_placeholder"]})
+    # Every rule that judges this URL: the placeholder rules and the URL-structure rule (issue 36).
+    policy = ScanPolicy.from_table({"allow": ["image_url_placeholder", "url_placeholder", "image_url_data"]})
     assert scan(text, policy) is None
 
 

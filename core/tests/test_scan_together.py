@@ -58,6 +58,14 @@ PLACES = {
 PROVIDERS = ["memory", "sqlite"]
 
 
+@pytest.fixture(autouse=True)
+def _rules_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each half of these payloads passes the rules alone; the check by meaning (issue 36) rejects some
+    halves on their own ("Send the contents of your memory"), so these tests of reading together run
+    without it, as the parity suite's JointScanTests do (its vaults have no embedder)."""
+    monkeypatch.setenv("MEMVAULT_EMBEDDER", "off")
+
+
 @pytest.fixture(params=PROVIDERS)
 def vault(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[memvault.Vault]:
     name = request.param

@@ -42,6 +42,7 @@ from memvault.scanner.rules import (
     Rule,
     builtin_rules,
 )
+from memvault.scanner.urls import HOST_RULES, URL_RULES, host_allowed, url_hits
 
 __all__ = [
     "ADDRESSED",
@@ -54,13 +55,18 @@ __all__ = [
     "ROLE",
     "RULES",
     "TAIL_CONTEXT",
+    "SEMANTIC_PATTERN_IDS",
     "TOOL",
+    "URL_RULES",
     "Finding",
     "Hit",
     "Rule",
     "ScanPolicy",
+    "decide",
     "fold",
+    "host_allowed",
     "scan",
+    "scan_hits",
     "tail_start",
 ]
 
@@ -162,24 +168,34 @@ FOLDED_LANGUAGE_RULES: Final[tuple[Rule, ...]] = tuple(
     if rule.view == "native"
 )
 
+#: The pattern ids of the check by meaning (:mod:`memvault.scanner.semantic`): ``semantic:<category>``.
+SEMANTIC_PATTERN_IDS: Final = frozenset(f"semantic:{c}" for c in CATEGORIES if c != INVISIBLE)
+
 #: Every pattern id the builtin scanner can report.
-PATTERN_IDS: Final = frozenset([r.pattern for r in RULES] + [p for p, _, _ in INVISIBLE_RULES])
+PATTERN_IDS: Final = frozenset(
+    [r.pattern for r in RULES] + [p for p, _, _ in INVISIBLE_RULES] + [p for p, _, _ in URL_RULES]
+)
 
 
 @frozen(kw_only=True)
 class ScanPolicy:
-    """What an operator tunes: a threshold per category (default 1.0) and rules that never fire.
+    """What an operator tunes: a threshold per category (default 1.0), rules that never fire, the hosts
+    whose URLs the URL rules do not judge, and whether the check by meaning runs (when an embedder is there).
 
     Read from the ``[scan]`` table of ``memvault.toml`` (:meth:`from_table`)::
 
         [scan]
         allow = ["url_placeholder"]          # pattern ids that never fire
+        allowed_hosts = ["docs.example.com"] # and its subdomains: URLs there are not judged
+        semantic = true                      # the check by meaning (default; needs an embedder)
         [scan.thresholds]
         role_hijack = 1.5                    # needs 1.5 points of evidence
     """
 
     thresholds: Mapping[str, float] = field(factory=dict)
     allow: frozenset[str] = frozenset()
+    allowed_hosts: frozenset[str] = frozenset()
+    semantic: bool = True
 
     def threshold(self, category: str) -> float:
         return self.thresholds.get(category, 1.0)
@@ -192,10 +208,11 @@ class ScanPolicy:
         """
         if not table:
             return DEFAULT_POLICY
-        unknown = sorted(set(table) - {"thresholds", "allow"})
+        unknown = sorted(set(table) - {"thresholds", "allow", "allowed_hosts", "semantic"})
         if unknown:
             raise InvalidRequest(
-                f"[scan] has unknown key(s) {', '.join(unknown)}: the keys are 'thresholds' and 'allow'",
+                f"[scan] has unknown key(s) {', '.join(unknown)}: the keys are 'thresholds', 'allow', "
+                "'allowed_hosts' and 'semantic'",
                 field="scan",
             )
         thresholds = table.get("thresholds", {})
@@ -219,14 +236,49 @@ class ScanPolicy:
         allow = table.get("allow", [])
         if not isinstance(allow, list | tuple) or not all(isinstance(a, str) for a in allow):
             raise InvalidRequest("[scan] allow must be a list of pattern ids", field="scan.allow")
-        strangers = sorted(set(allow) - PATTERN_IDS)
+        strangers = sorted(set(allow) - PATTERN_IDS - SEMANTIC_PATTERN_IDS)
         if strangers:
             raise InvalidRequest(
                 f"[scan] allow names unknown pattern id(s) {', '.join(strangers)}; the ids are listed in "
                 "docs/operators/quarantine.md and in every ContentRejected error",
                 field="scan.allow",
             )
-        return cls(thresholds=checked, allow=frozenset(allow))
+        semantic = table.get("semantic", True)
+        if not isinstance(semantic, bool):
+            raise InvalidRequest(
+                f"[scan] semantic = {semantic!r} is not true or false: it turns the check by meaning on "
+                "(the default, when an embedder is installed) or off",
+                field="scan.semantic",
+            )
+        return cls(
+            thresholds=checked,
+            allow=frozenset(allow),
+            allowed_hosts=_hosts(table.get("allowed_hosts", [])),
+            semantic=semantic,
+        )
+
+
+_HOST: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*")
+
+
+def _hosts(value: Any) -> frozenset[str]:
+    """Validate ``[scan] allowed_hosts``: a list of host names (lowercased; no scheme, port or path)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(h, str) for h in value):
+        raise InvalidRequest(
+            '[scan] allowed_hosts must be a list of host names, such as ["docs.example.com"]',
+            field="scan.allowed_hosts",
+        )
+    hosts = []
+    for host in value:
+        name = host.strip().lower().rstrip(".")
+        if not _HOST.fullmatch(name):
+            raise InvalidRequest(
+                f"[scan] allowed_hosts names {host!r}, which is not a host name: write the host alone "
+                '("docs.example.com": no scheme, port or path); its subdomains are allowed with it',
+                field="scan.allowed_hosts",
+            )
+        hosts.append(name)
+    return frozenset(hosts)
 
 
 #: No thresholds changed, nothing allowed.
@@ -528,6 +580,10 @@ def _run(
         if rule.pattern in policy.allow:
             continue
         match = rule.regex.search(target)
+        if match is not None and policy.allowed_hosts and rule.pattern in HOST_RULES:
+            host = _MATCH_HOST.search(match.group())
+            if host is not None and host_allowed(host.group(1), policy.allowed_hosts):
+                continue
         if match is not None:
             hits.append(
                 Hit(
@@ -537,6 +593,25 @@ def _run(
                     excerpt=_escape(match.group()),
                     span=match.span(),
                     weight=rule.weight,
+                )
+            )
+
+
+_MATCH_HOST: Final = re.compile(r"(?i)https?://([^/\s?#'\"<>()\[\]:@]+)")
+
+
+def _urls(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> None:
+    """The URL-structure rules (:mod:`memvault.scanner.urls`): weight 1.0 each, category exfiltration."""
+    for pattern, excerpt, span in url_hits(text, policy.allowed_hosts):
+        if pattern not in policy.allow:
+            hits.append(
+                Hit(
+                    category=EXFILTRATION,
+                    pattern=pattern,
+                    form=form,
+                    excerpt=_escape(excerpt, 160),
+                    span=span,
+                    weight=1.0,
                 )
             )
 
@@ -579,6 +654,7 @@ def _collect(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> Views
             present = frozenset(word for word in folded_rules.word_keys if word in native)
             triggered = _triggered(folded_rules, native, present, False)
             _run(triggered, native, "homoglyph" if form == "plain" else form, policy, hits, FOLDED_LANGUAGE_RULES)
+    _urls(text, form, policy, hits)
     return seen
 
 
@@ -655,6 +731,20 @@ def scan(text: str, policy: ScanPolicy = DEFAULT_POLICY, extra_hits: Iterable[Hi
     """
     hits = [h for h in extra_hits if h.pattern not in policy.allow] if extra_hits else []
     return _scan(text, 0, "plain", policy, hits)
+
+
+def scan_hits(text: str, policy: ScanPolicy = DEFAULT_POLICY) -> tuple[Finding | None, tuple[Hit, ...]]:
+    """Like :func:`scan`, and every rule that fired too, also when none reached its threshold: the
+    evidence a second opinion (the check by meaning, a classifier) adds to with :func:`decide`."""
+    hits: list[Hit] = []
+    finding = _scan(text, 0, "plain", policy, hits)
+    return finding, tuple(hits)
+
+
+def decide(hits: Iterable[Hit], policy: ScanPolicy = DEFAULT_POLICY) -> Finding | None:
+    """The verdict on ``hits`` (rules' and others'), as :func:`scan` decides: weights add up per category,
+    each pattern id once; an allow-listed pattern id is dropped."""
+    return _decide([h for h in hits if h.pattern not in policy.allow], policy)
 
 
 TAIL_CONTEXT: Final = 160  # more than any phrase rule spans (about 100 non-space characters)

@@ -28,6 +28,13 @@
 Verdicts are cached by the body's sha256 in a bounded LRU, so recall does not
 rescan unchanged documents.
 
+When the vault has an embedder (and ``[scan] semantic`` is not ``false``), the
+builtin scan is a cascade: the rules first, then, for a text they do not
+reject, the check by meaning (:mod:`memvault.scanner.semantic`) on the windows
+the cascade lets through; its hits add to the rules' evidence (:func:`decide`).
+Every verb's verdict goes through it, so a write, a read and a recall judge a
+text the same way.
+
 The detection engine is :mod:`memvault.scanner.engine`; the quarantine
 placeholder and operator access are in :mod:`memvault.scanner.quarantine`.
 
@@ -43,10 +50,11 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from memvault.contract.embedding import Embedder
 from memvault.contract.errors import ContentRejected, InvalidRequest, PluginError
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
@@ -70,10 +78,13 @@ from memvault.contract.models import (
 from memvault.contract.registration import RegisterScanner
 from memvault.contract.scanning import RenderedView, current_rendered_view, recalled_text, stored_check
 from memvault.hooks.markers import hookimpl
-from memvault.scanner.engine import DEFAULT_POLICY, Finding, ScanPolicy, scan, tail_start
+from memvault.scanner.engine import DEFAULT_POLICY, Finding, ScanPolicy, decide, scan, scan_hits, tail_start
 from memvault.scanner.quarantine import blocked_placeholder
 
 __all__ = ["CACHE_SIZE", "JOINT_CACHE_SIZE", "BuiltinScanner", "builtin_scanner"]
+
+if TYPE_CHECKING:
+    from memvault.scanner.semantic import SemanticCheck
 
 #: How many verdicts one scanner keeps (by body sha256).
 CACHE_SIZE: Final = 4096
@@ -108,6 +119,8 @@ class BuiltinScanner:
     :param cache_size: how many verdicts to keep, by body sha256.
     :param policy: thresholds and allow-listed rules for :func:`scan` (ignored with a
         custom ``scanner``, which applies its own).
+    :param embedder: the embedder of the check by meaning (default: the vault's, see
+        :meth:`bind_vault`); only for the builtin ``detect``, and only when ``policy.semantic``.
     """
 
     def __init__(
@@ -116,12 +129,18 @@ class BuiltinScanner:
         detect: Callable[[str], Finding | None] = scan,
         cache_size: int = CACHE_SIZE,
         policy: ScanPolicy = DEFAULT_POLICY,
+        embedder: Embedder | None = None,
     ) -> None:
         self._builtin = detect is scan
         self.policy = policy
         self._scan: Callable[[str], Finding | None] = (
             functools.partial(scan, policy=policy) if self._builtin and policy is not DEFAULT_POLICY else detect
         )
+        self._embedder = embedder
+        #: The check by meaning, once bound to an embedder (``None``: the rules alone).
+        self.semantic: SemanticCheck | None = None
+        if embedder is not None:
+            self._use_embedder(embedder)
         self._cache: OrderedDict[str, Finding | None] = OrderedDict()
         self._cache_size = cache_size
         self._joint_cache: OrderedDict[str, Finding | None] = OrderedDict()
@@ -141,10 +160,34 @@ class BuiltinScanner:
         """Reach the vault's other plugins: every hook call below skips this scanner's own wrappers."""
         manager = vault.plugin_manager
         self._provider = vault.name
+        if self._embedder is None:
+            embedder = getattr(vault, "scan_embedder", None)
+            if embedder is not None:
+                self._use_embedder(embedder)
         self._checks_stored = Capability.CHECKS_STORED in getattr(vault, "capabilities", ())
         self._read = manager.subset_hook_caller("memvault_read", remove_plugins=[self])
         self._recall = manager.subset_hook_caller("memvault_recall", remove_plugins=[self])
         self._keep = manager.subset_hook_caller("memvault_quarantine_keep", remove_plugins=[self])
+
+    def _use_embedder(self, embedder: Embedder) -> None:
+        """Judge by meaning too (the builtin rules only, and only when the policy says so)."""
+        if not self._builtin or not self.policy.semantic:
+            return
+        from memvault.scanner.semantic import SemanticCheck  # numpy and the intents load only here
+
+        self.semantic = SemanticCheck(embedder)
+        self._scan = self._cascade
+
+    def _cascade(self, text: str) -> Finding | None:
+        """The rules, then (for what they do not reject) the check by meaning, one verdict."""
+        finding, hits = scan_hits(text, self.policy)
+        semantic = self.semantic
+        if finding is not None or semantic is None:
+            return finding
+        extra = semantic.hits(text, suspicious=bool(hits))
+        if not extra:
+            return None
+        return decide([*hits, *extra], self.policy)
 
     # -- verdicts -------------------------------------------------------------
 

@@ -1,0 +1,319 @@
+"""Layer 5: the scanner's second opinion by meaning (issue 36).
+
+The rules (:mod:`memvault.scanner.engine`) match phrasings; an attacker
+paraphrases. When the vault has an embedder (:class:`memvault.contract.embedding.Embedder`),
+:class:`SemanticCheck` also compares what is written with known attack
+intents: the plain attacks of the tuning corpus, per category, and the benign
+look-alikes as anchors, embedded once by ``core/scripts/build_scan_intents.py``
+and shipped as package data (``scanner/data/intents/``: a float16 ``.npy`` and
+a JSON index naming the model, the categories and each text's digest).
+
+A text is cut into windows (a line, or a long line's sentences grouped up to
+:data:`WINDOW_CHARS`). The cascade keeps it cheap: a window reaches the model
+only when the rules found something in the text below its threshold, or the
+window holds words of the intents' vocabulary (:data:`STRONG_WORDS`, or two of
+:data:`WEAK_WORDS`); at most :data:`MAX_WINDOWS` windows a text, each verdict
+cached by the window's text. A window is judged by its nearest attack and its
+nearest benign anchor: it must be close to an attack intent *and* closer to it
+than to any benign look-alike by a margin. A confident match is a hit of weight
+1.0 (rejects alone, pattern ``semantic:<category>``); a moderate one weighs
+0.5 and rejects only with a rule of the same category.
+
+The shipped model (``all-MiniLM-L6-v2``) was trained on English: windows whose
+letters are mostly outside ASCII are left to the rules' per-language data.
+When the vault's embedder is another model, the check is skipped and one
+WARNING on ``memvault.scanner`` says so (vectors of two models are never
+compared, contract P38).
+
+May import: :mod:`memvault.contract` and :mod:`memvault.scanner.engine`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any, Final
+
+from attrs import frozen
+
+from memvault.contract.embedding import Embedder
+from memvault.scanner.engine import Hit
+
+__all__ = [
+    "MAX_WINDOWS",
+    "MODERATE_MARGIN",
+    "MODERATE_SIMILARITY",
+    "PATTERN_PREFIX",
+    "STRONG_MARGIN",
+    "STRONG_SIMILARITY",
+    "STRONG_WORDS",
+    "WEAK_WORDS",
+    "WINDOW_CHARS",
+    "Intents",
+    "SemanticCheck",
+    "load_intents",
+    "windows",
+]
+
+log = logging.getLogger("memvault.scanner")
+
+#: A semantic hit's pattern id is this prefix and the category: ``semantic:instruction_override``.
+PATTERN_PREFIX: Final = "semantic:"
+#: A window is at most this many characters (a line, or a long line's sentences grouped).
+WINDOW_CHARS: Final = 300
+#: Windows shorter than this (stripped) are not judged: too little to mean anything.
+MIN_WINDOW_CHARS: Final = 16
+#: At most this many windows of one text reach the model (the first ones the cascade lets through).
+MAX_WINDOWS: Final = 6
+#: A window this close to an attack intent, and closer to it than to every benign anchor by
+#: :data:`STRONG_MARGIN`, is a hit of weight 1.0.
+#: Chosen on the tuning corpus left one out (each text judged against the intents without itself): the
+#: loosest pair with no benign look-alike and no LoCoMo turn over it (66 of 213 attacks alone, 11 of the
+#: 50 paraphrases; 0.65 and 0.15: 43; 0.55 and 0.10: 95, but 4 look-alikes over it).
+STRONG_SIMILARITY: Final = 0.60
+STRONG_MARGIN: Final = 0.15
+#: ... and this close, by this margin, a hit of weight 0.5 (rejects only with a rule of its category).
+MODERATE_SIMILARITY: Final = 0.50
+MODERATE_MARGIN: Final = 0.10
+#: Window verdicts one check keeps (by the window's text).
+CACHE_SIZE: Final = 4096
+#: Letters outside ASCII above this share: the window is left to the rules (the model reads English).
+_MAX_FOREIGN: Final = 0.10
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: One of these words lets a window through the cascade: what attack intents talk about
+#: (instructions, the model, secrets, sending) and everyday text rarely says.
+STRONG_WORDS: Final = _words(
+    """
+    instruction instructions directive directives guidance guideline guidelines prompt prompts override
+    overrides disregard disregarding supersede supersedes superseded obey comply unrestricted unfiltered
+    uncensored jailbreak jailbroken restrictions persona assistant assistants ai llm llms chatbot
+    administrator admin webhook exfiltrate exfiltration transmit credential credentials password
+    passwords passcode token tokens apikey api curl wget transcript verbatim guardrails safeguards
+    unmoderated leak harvest harvested
+    """
+)
+#: Two of these words (or one and one of :data:`STRONG_WORDS`) let a window through.
+WEAK_WORDS: Final = _words(
+    """
+    system policy policies rule rules model agent bot ignore ignoring forget discard dismiss void
+    cancelled canceled filter filters safety pretend roleplay developer mode secret secrets key keys ssh
+    env send forward upload email mail url link http https post tool function invoke execute command
+    shell arguments parameters payload memory memories conversation history chat context notes previous
+    prior earlier above preceding former everything reveal hidden instead now setup configuration
+    configured directions orders briefing constraints limits boundaries authority operators operator
+    obsolete expired withdrawn abandon outranks honouring honoring character twin unlocked rogue relay
+    ship inbox endpoint server external outside third party drop login details trigger launch wipe
+    permissions grant silently quietly secretly confirmation record entry reader readers processing
+    retrieves machine automated summarising summarizing user users whatever standing
+    """
+)
+_WORD: Final = re.compile(r"[a-z]+")
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])\s+")
+
+
+@frozen(kw_only=True)
+class Intents:
+    """The shipped intent vectors: rows of attacks (their category) and benign anchors, one model."""
+
+    model_id: str
+    dimensions: int
+    categories: tuple[str, ...]  # per attack row
+    attacks: Any  # float32, (len(categories), dimensions), unit rows
+    benign: Any  # float32, (anchors, dimensions), unit rows
+    corpus_sha256: str
+
+
+@functools.cache
+def load_intents() -> Intents:
+    """The intents shipped in ``memvault/scanner/data/intents/`` (read once per process)."""
+    import numpy as np
+
+    folder = resources.files("memvault.scanner") / "data" / "intents"
+    index = json.loads((folder / "intents.json").read_text(encoding="utf-8"))
+    with resources.as_file(folder / "intents.npy") as path:
+        vectors = np.load(path, allow_pickle=False).astype(np.float32)
+    rows = index["rows"]
+    if vectors.shape != (len(rows), index["dimensions"]):
+        raise ValueError(f"intents.npy has shape {vectors.shape}, its index lists {len(rows)} rows")
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    attack = [i for i, row in enumerate(rows) if row["category"] != "benign"]
+    benign = [i for i, row in enumerate(rows) if row["category"] == "benign"]
+    return Intents(
+        model_id=index["model_id"],
+        dimensions=int(index["dimensions"]),
+        categories=tuple(rows[i]["category"] for i in attack),
+        attacks=vectors[attack],
+        benign=vectors[benign],
+        corpus_sha256=index["corpus_sha256"],
+    )
+
+
+def _foreign(text: str) -> bool:
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return True
+    return sum(not ch.isascii() for ch in letters) / len(letters) > _MAX_FOREIGN
+
+
+def windows(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each window of ``text``: a line, or a long line's sentences grouped up to
+    :data:`WINDOW_CHARS` (a sentence longer than that is cut)."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for line in text.split("\n"):
+        end = start + len(line)
+        if len(line.strip()) >= MIN_WINDOW_CHARS:
+            if len(line) <= WINDOW_CHARS:
+                out.append((start, end))
+            else:
+                group_start = start
+                position = start
+                for match in _SENTENCE_END.finditer(line):
+                    sentence_end = start + match.end()
+                    if sentence_end - group_start > WINDOW_CHARS and position > group_start:
+                        out.append((group_start, position))
+                        group_start = position
+                    position = sentence_end
+                for cut in range(group_start, end, WINDOW_CHARS):
+                    out.append((cut, min(end, cut + WINDOW_CHARS)))
+        start = end + 1
+    return [(s, e) for s, e in out if len(text[s:e].strip()) >= MIN_WINDOW_CHARS]
+
+
+def passes_cascade(window: str) -> bool:
+    """Whether a window's words make it worth the model's time (:data:`STRONG_WORDS`, two of :data:`WEAK_WORDS`)."""
+    words = set(_WORD.findall(window.lower()))
+    if not words.isdisjoint(STRONG_WORDS):
+        return True
+    return len(words & WEAK_WORDS) >= 2
+
+
+class SemanticCheck:
+    """One scanner's second opinion by meaning: windows of a text against the shipped intents.
+
+    :param embedder: the vault's embedder (thread-safe).
+    :param intents: the intent vectors (default: the shipped ones).
+    """
+
+    def __init__(self, embedder: Embedder, intents: Intents | None = None) -> None:
+        self.embedder = embedder
+        self.intents = intents if intents is not None else load_intents()
+        self.usable = embedder.model_id == self.intents.model_id and embedder.dimensions == self.intents.dimensions
+        self._cache: OrderedDict[str, tuple[str, float, float] | None] = OrderedDict()
+        self._lock = threading.Lock()
+        self.texts = 0  # texts judged
+        self.texts_reaching_model = 0  # texts with at least one window the cascade let through
+        self.windows_embedded = 0
+        if not self.usable:
+            _warn_model(embedder.model_id, self.intents.model_id)
+
+    def hits(self, text: str, suspicious: bool = False) -> list[Hit]:
+        """Semantic hits for ``text``'s windows (none when the check is not usable).
+
+        :param suspicious: the rules found something below threshold: every window reaches the model.
+        """
+        if not self.usable:
+            return []
+        chosen: list[tuple[int, int, str]] = []
+        for start, end in windows(text):
+            window = text[start:end].strip()
+            if _foreign(window) or not (suspicious or passes_cascade(window)):
+                continue
+            chosen.append((start, end, window))
+            if len(chosen) >= MAX_WINDOWS:
+                break
+        with self._lock:
+            self.texts += 1
+            if chosen:
+                self.texts_reaching_model += 1
+        if not chosen:
+            return []
+        verdicts = self._judge([w for _, _, w in chosen])
+        found: list[Hit] = []
+        for (start, end, window), verdict in zip(chosen, verdicts, strict=True):
+            if verdict is None:
+                continue
+            category, similarity, margin = verdict
+            weight = 1.0 if similarity >= STRONG_SIMILARITY and margin >= STRONG_MARGIN else 0.5
+            found.append(
+                Hit(
+                    category=category,
+                    pattern=PATTERN_PREFIX + category,
+                    form="meaning",
+                    excerpt=_excerpt(window, similarity, margin),
+                    span=(start, end),
+                    weight=weight,
+                )
+            )
+        return found
+
+    def _judge(self, texts: Sequence[str]) -> list[tuple[str, float, float] | None]:
+        """Per window: (category, similarity, margin) when it matches an intent, else ``None``; cached."""
+        keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
+        results: dict[str, tuple[str, float, float] | None] = {}
+        with self._lock:
+            for key in keys:
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    results[key] = self._cache[key]
+        missing = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in results]
+        if missing:
+            import numpy as np
+
+            vectors = np.asarray(self.embedder.embed([t for _, t in missing]), dtype=np.float32)
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            to_attacks = vectors @ self.intents.attacks.T
+            to_benign = vectors @ self.intents.benign.T
+            with self._lock:
+                self.windows_embedded += len(missing)
+                for row, (key, _) in enumerate(missing):
+                    best = int(to_attacks[row].argmax())
+                    similarity = float(to_attacks[row, best])
+                    margin = similarity - float(to_benign[row].max())
+                    verdict = None
+                    if similarity >= MODERATE_SIMILARITY and margin >= MODERATE_MARGIN:
+                        verdict = (self.intents.categories[best], round(similarity, 3), round(margin, 3))
+                    results[key] = verdict
+                    self._cache[key] = verdict
+                    while len(self._cache) > CACHE_SIZE:
+                        self._cache.popitem(last=False)
+        return [results[k] for k in keys]
+
+
+def _excerpt(window: str, similarity: float, margin: float, limit: int = 80) -> str:
+    shown = "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in window[:limit])
+    if len(window) > limit:
+        shown += "..."
+    return f"{shown} (similarity {similarity:.2f} to a known attack, {margin:.2f} above the nearest benign text)"
+
+
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _warn_model(running: str, shipped: str) -> None:
+    """One WARNING per process and pair of models: the check is skipped, not silently."""
+    with _WARNED_LOCK:
+        if (running, shipped) in _WARNED:
+            return
+        _WARNED.add((running, shipped))
+    log.warning(
+        "the scanner's check by meaning is off: the vault's embedder is model %r but the shipped attack "
+        "intents were embedded with %r (vectors of two models are never compared); the rules still run. "
+        "Use the default embedder (memvault-embed-minilm), or rebuild the intents for this model with "
+        "core/scripts/build_scan_intents.py",
+        running,
+        shipped,
+    )
