@@ -7,6 +7,7 @@ from the cached entry's, so an edit with any editor is seen by the next recall.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import hashlib
 import logging
@@ -23,6 +24,7 @@ from memvault.contract.errors import InvalidRequest, UpstreamError
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import Partition, Tier, parse_label
 from memvault_local_disk import fs
+from memvault_local_disk.expiry import meta_name, read_meta
 from memvault_local_disk.layout import FIXED_FILES, SUBFOLDERS, decode, describe, partition_parts
 from memvault_local_disk.lazy import LazyDocument
 
@@ -56,6 +58,11 @@ def _is_document(label: str) -> bool:
 
 def _stat_key(st: os.stat_result) -> _StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_ctime_ns)
+
+
+def _expired(handle: fs.DirHandle, name: str, now: dt.datetime) -> bool:
+    """Whether document ``name`` has expired at ``now``: a ``stat`` when it has no expiry sidecar."""
+    return fs.lstat(handle, meta_name(name)) is not None and read_meta(handle, name).expired(now)
 
 
 class IndexCache:
@@ -139,8 +146,13 @@ class DocumentIndex:
         """Forget the cached copy of ``parts/name`` (it was removed)."""
         self._cache.drop((*parts, name))
 
-    def documents(self, partition: Partition, tiers: tuple[Tier, ...]) -> Iterator[LazyDocument]:
-        """The partition's documents of ``tiers``, fixed files first in the order of ``tiers``."""
+    def documents(
+        self, partition: Partition, tiers: tuple[Tier, ...], *, now: dt.datetime | None = None
+    ) -> Iterator[LazyDocument]:
+        """The partition's documents of ``tiers``, fixed files first in the order of ``tiers``.
+
+        :param now: leave out the documents expired at this time (P41); ``None``: every document.
+        """
         parts = partition_parts(partition)
         with fs.open_dir(self.root, parts, create=False) as handle:
             if handle is None:
@@ -149,27 +161,36 @@ class DocumentIndex:
                 sub = SUBFOLDERS.get(tier)
                 if sub is None:
                     name = FIXED_FILES[tier]
+                    if now is not None and _expired(handle, name, now):
+                        continue
                     doc = self._indexed(handle, parts, name, partition, name)
                     if doc is not None:
                         yield doc
                     continue
                 try:
-                    yield from self._subfolder_documents(parts, sub, partition)
+                    yield from self._subfolder_documents(parts, sub, partition, now)
                 except fs.SymlinkRefused as exc:
                     log.warning("recall skipped %s: %s", sub, exc)
 
-    def _subfolder_documents(self, parts: _Path, sub: str, partition: Partition) -> Iterator[LazyDocument]:
+    def _subfolder_documents(
+        self, parts: _Path, sub: str, partition: Partition, now: dt.datetime | None
+    ) -> Iterator[LazyDocument]:
         with fs.open_dir(self.root, (*parts, sub), create=False) as subdir:
             if subdir is None:
                 return
             with os.scandir(subdir.fd) as entries:
-                names = sorted(e.name for e in entries if not e.name.startswith("."))
+                every = [e.name for e in entries]
+            names = sorted(name for name in every if not name.startswith("."))
+            # Only documents with an expiry sidecar (seen in the same listing) cost a read for it.
+            dated = {name for name in every if name.startswith(".")} if now is not None else set()
             path = (*parts, sub)
             stale: list[tuple[str, str]] = []
             for name in names:
                 label = f"{sub}/{name}"
                 if not _is_document(label):
                     continue  # not a document name (an editor's backup, a stray file)
+                if now is not None and meta_name(name) in dated and read_meta(subdir, name).expired(now):
+                    continue  # expired: absent from that moment (P41)
                 doc, fresh = self._cached(subdir, path, name, partition, label)
                 if doc is not None:
                     yield doc

@@ -11,8 +11,11 @@ Layout (everything a person needs to read or edit with any editor)::
 Dot-prefixed files beside a document are the provider's own: ``.<name>.lock``
 (the lock sentinel), ``.<name>.subject`` (the data subjects that wrote to the
 document, one per line: contract P13), ``.<name>.vectors`` (the vectors of its
-lines, for recall by meaning: :mod:`memvault_local_disk.vectors`) and
-``.<name>.tmp-*`` (a write in flight). Recall and read only ever open exact
+lines, for recall by meaning: :mod:`memvault_local_disk.vectors`), ``.<name>.meta``
+(when it expires: :mod:`memvault_local_disk.expiry`), ``.<name>.pending`` (a write
+with an idempotency key in flight: :mod:`memvault_local_disk.idempotency`) and
+``.<name>.tmp-*`` (a write in flight). Idempotency keys live in
+``<root>/<workspace>/.idempotency/``. Recall and read only ever open exact
 document names, so none of them is visible through the verbs.
 """
 
@@ -36,8 +39,15 @@ import attrs
 
 from memvault import check_stored
 from memvault import search as text
+from memvault.contract import clock
 from memvault.contract.embedding import PendingLine, QueryVector
-from memvault.contract.errors import InvalidRequest, MemvaultError, SkippedUnreadable, UpstreamError
+from memvault.contract.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    MemvaultError,
+    SkippedUnreadable,
+    UpstreamError,
+)
 from memvault.contract.models import (
     Capability,
     DocumentInfo,
@@ -56,11 +66,15 @@ from memvault.contract.models import (
     RetainResult,
     Tier,
     check_cap,
+    effective_expiry,
     parse_label,
     validate_identifier,
 )
+from memvault.contract.retention import SweepRequest, SweepResult
 from memvault.hooks.markers import hookimpl
 from memvault_local_disk import fs
+from memvault_local_disk.expiry import META_SUFFIX, NONE, Meta, earliest, meta_name, read_meta, write_meta
+from memvault_local_disk.idempotency import KeyFolder, Record, pending_name, settle, write_pending
 from memvault_local_disk.index import DEFAULT_CACHE_BYTES, DocumentIndex
 from memvault_local_disk.layout import FIXED_FILES, SUBFOLDERS, decode, describe, location, partition_parts
 from memvault_local_disk.lazy import LazyDocument
@@ -83,8 +97,9 @@ def _guarding(target: str) -> str:
     """The document whose lock guards writes of ``target``: a tag file's document, else ``target``."""
     if target.startswith(".") and target.endswith(".subject"):
         return target[1 : -len(".subject")]
-    if target.startswith(".") and target.endswith(SUFFIX):  # a sidecar of vectors
-        return target[1 : -len(SUFFIX)]
+    for suffix in (SUFFIX, META_SUFFIX, ".pending"):  # a sidecar of vectors, of expiry, a journal entry
+        if target.startswith(".") and target.endswith(suffix):
+            return target[1 : -len(suffix)]
     return target
 
 
@@ -94,6 +109,8 @@ def _sweep(handle: fs.DirHandle, name: str) -> None:
     fs.sweep_temporaries(handle, name)
     fs.sweep_temporaries(handle, _subject_name(name))
     fs.sweep_temporaries(handle, sidecar_name(name))
+    fs.sweep_temporaries(handle, meta_name(name))
+    fs.sweep_temporaries(handle, pending_name(name))
 
 
 def _parse_subjects(data: bytes) -> set[str]:
@@ -126,6 +143,8 @@ class LocalDiskProvider:
             Capability.LIST_DOCUMENTS,
             Capability.CHECKS_STORED,
             Capability.VECTORS,
+            Capability.EXPIRY,
+            Capability.IDEMPOTENT_WRITES,
         }
     )
 
@@ -181,12 +200,35 @@ class LocalDiskProvider:
     @hookimpl
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
         ref = request.ref
+        key = request.idempotency_key
+        if not key:
+            with self._storage(f"write {ref.label}"):
+                return self._retain(request, None)
+        keys = KeyFolder(self.root, ref.partition.workspace_id)
+        # The key's lock, then the document's (always in that order): two writers with one key, in
+        # threads or processes, run one after the other, and the second finds the first's record.
+        with self._storage(f"write {ref.label}"), keys.handle(create=True) as key_handle:
+            assert key_handle is not None
+            with KeyFolder.lock(key_handle, key):
+                return self._retain(request, key_handle)
+
+    def _retain(self, request: RetainRequest, key_handle: fs.DirHandle | None) -> RetainResult:
+        """The write, under the document's lock; with ``key_handle`` (the key's lock held) idempotent."""
+        ref = request.ref
         label = ref.label
+        workspace = ref.partition.workspace_id
         parts, name = location(ref.partition, ref.tier, ref.key)
-        with self._storage(f"write {label}"), fs.open_dir(self.root, parts, create=True) as handle:
+        with fs.open_dir(self.root, parts, create=True) as handle:
             assert handle is not None
             with fs.document_lock(handle, name):
                 _sweep(handle, name)
+                settle(handle, name, KeyFolder(self.root, workspace))  # a crashed keyed write's record
+                if key_handle is not None:
+                    recorded = KeyFolder.get(key_handle, request.idempotency_key)
+                    if recorded is not None:
+                        if recorded.fingerprint != request.fingerprint():
+                            raise IdempotencyConflict(key=request.idempotency_key, workspace_id=workspace)
+                        return recorded.result  # a repeat: nothing written, even if the document changed since
                 current = fs.lstat(handle, name)
                 if current is not None and stat.S_ISLNK(current.st_mode):
                     raise fs.SymlinkRefused(
@@ -195,12 +237,21 @@ class LocalDiskProvider:
                     )
                 if current is not None and not stat.S_ISREG(current.st_mode):
                     raise UpstreamError(f"{describe(ref.partition, label)} is not a regular file on disk: move it away")
+                now = clock.now()
+                meta = read_meta(handle, name) if current is not None else NONE
+                # An expired document is absent (P41): a write to it starts a new one (no old text, tags
+                # or vectors come back, nor count toward the cap).
+                live = current is not None and not meta.expired(now)
+                explicit = self._explicit_expiry(request, meta, live)
+                new_meta = Meta(expires_at=explicit, purge_at=effective_expiry(explicit, now, request.retention))
                 old = b""
                 old_mode = fs.FILE_MODE
                 current_size = 0
                 stored = ""
                 if current is not None:
                     old_mode = stat.S_IMODE(current.st_mode)
+                if live:
+                    assert current is not None
                     current_size = current.st_size
                     if request.mode == "append":
                         found = fs.read_file(handle, name)
@@ -214,24 +265,65 @@ class LocalDiskProvider:
                 added = request.content.encode("utf-8")
                 body = old + added if request.mode == "append" else added
                 warning = check_cap(request.tier, current=current_size, projected=len(body))
+                result = RetainResult(id=label, bytes=len(body), warning=warning)
+                record = None
+                if key_handle is not None:
+                    record = Record(
+                        key=request.idempotency_key, fingerprint=request.fingerprint(), result=result, recorded_at=now
+                    )
+                    on_disk = old if live and request.mode == "append" else _body(handle, name)
+                    before = hashlib.sha256(on_disk).hexdigest()
+                    write_pending(handle, name, record, before=before, after=hashlib.sha256(body).hexdigest())
+                # Until the document is written, it expires at the earlier of its old and new expiries:
+                # a crash in between never leaves either body living longer than its write asked.
+                old_purge = meta.purge_at if live else None
+                interim = Meta(expires_at=new_meta.expires_at, purge_at=earliest(old_purge, new_meta.purge_at))
+                if interim != (meta if current is not None else NONE):
+                    write_meta(handle, name, interim)
                 subject_file = _subject_name(name)
                 # A new document starts with no tags: a tag file without its document is stale
                 # (the document was deleted by hand, or a crash came between the two writes).
-                tags = _read_subjects(handle, name) if current is not None else set()
+                tags = _read_subjects(handle, name) if live else set()
                 if request.data_subject_id and request.data_subject_id not in tags:
                     # Every subject that ever wrote stays (P13). Tag first: a crash between the
                     # two writes over-tags, never under-tags.
                     fs.write_atomic(handle, subject_file, _encode_subjects(tags | {request.data_subject_id}))
-                elif current is None and not request.data_subject_id:
+                elif not live and not request.data_subject_id:
                     fs.remove_file(handle, subject_file)
-                if current is None:  # a new document starts with no vectors
+                if not live:  # a new document starts with no vectors
                     fs.remove_file(handle, sidecar_name(name))
                 elif request.mode == "replace":
                     # The vectors of the lines a replace changes go before it (derived data of text that is
                     # gone, P40); those of lines it keeps word for word stay, as in every other provider.
                     keep_current_entries(handle, name, request.content)
                 fs.write_atomic(handle, name, body, mode=old_mode)
-        return RetainResult(id=label, bytes=len(body), warning=warning)
+                if new_meta != interim:
+                    write_meta(handle, name, new_meta)
+                if record is not None and key_handle is not None:
+                    KeyFolder.put(key_handle, record)
+                    fs.remove_file(handle, pending_name(name))
+        return result
+
+    @staticmethod
+    def _explicit_expiry(request: RetainRequest, meta: Meta, live: bool) -> dt.datetime | None:
+        """The document's explicit expiry after ``request`` (P41); ``meta``: its sidecar, ``live``: it exists
+        and has not expired.
+
+        :raises InvalidRequest: an append naming an expiry other than the live document's.
+        """
+        if request.mode == "replace":
+            return request.expires_at
+        if request.expires_at is None:
+            return meta.expires_at if live else None
+        if not live or meta.expires_at == request.expires_at:
+            return request.expires_at
+        has = "no expiry" if meta.expires_at is None else f"the expiry {meta.expires_at.isoformat()}"
+        raise InvalidRequest(
+            f"{describe(request.ref.partition, request.ref.label)} has {has}, and this append names "
+            f"expires_at {request.expires_at.isoformat()}: an expiry applies to the whole document. Append "
+            "with the same expires_at (or none), replace the document, or write to a key of its own",
+            field="expires_at",
+        )
 
     @hookimpl
     def memvault_read(self, request: ReadRequest) -> ReadResult:
@@ -240,6 +332,8 @@ class LocalDiskProvider:
         parts, name = location(ref.partition, ref.tier, ref.key)
         with self._storage(f"read {label}"), fs.open_dir(self.root, parts, create=False) as handle:
             found = fs.read_file(handle, name) if handle is not None else None
+            if found is not None and handle is not None and read_meta(handle, name).expired(clock.now()):
+                found = None  # expired: absent from that moment (P41), swept or not
         if found is None:
             return ReadResult(id=label, content="")
         return ReadResult(id=label, content=decode(found[0], ref.partition, label, self.root))
@@ -251,7 +345,7 @@ class LocalDiskProvider:
         scoped: list[tuple[Partition, LazyDocument]] = []
         with self._storage("search the memory files"):
             for partition, tiers in request.scopes():
-                found = list(self._index.documents(partition, tiers))
+                found = list(self._index.documents(partition, tiers, now=clock.now()))
                 documents.extend(found)
                 scoped.extend((partition, doc) for doc in found)
         digests = {doc.source: doc.digest for doc in documents}
@@ -278,7 +372,10 @@ class LocalDiskProvider:
         with self._storage(f"remove {ref.label}"), fs.open_dir(self.root, parts, create=False) as handle:
             if handle is None:
                 return ForgetResult(removed=0)
+            # An expired document is removed all the same, but it was absent already: it counts as none (P41).
+            expired = read_meta(handle, name).expired(clock.now())
             removed = self._remove_document(handle, name, expected_subject=None, retry="repeat the forget")
+            removed = removed and not expired
         self._index.drop(parts, name)
         self._vectors.drop(parts, name)
         return ForgetResult(removed=1 if removed else 0)
@@ -312,7 +409,26 @@ class LocalDiskProvider:
                 message=f"memory root {root!r} is not writable: {exc.strerror or exc}; fix its permissions "
                 "or free disk space",
             )
-        return HealthStatus(ok=True)
+        try:
+            overdue = self._overdue(clock.now())
+        except (OSError, MemvaultError):
+            overdue = 0  # the count is a hint; the store answered the probe
+        return HealthStatus(ok=True, retention_overdue=overdue)
+
+    def _overdue(self, now: dt.datetime) -> int:
+        """How many documents are past their expiry and not swept yet: their sidecars are read, not their bodies."""
+        count = 0
+        for parts in self._vector_folders():
+            with _quiet(), fs.open_dir(self.root, parts, create=False) as handle:
+                if handle is None:
+                    continue
+                with os.scandir(handle.fd) as entries:
+                    metas = [e.name for e in entries if e.name.startswith(".") and e.name.endswith(f".md{META_SUFFIX}")]
+                for meta in metas:
+                    name = meta[1 : -len(META_SUFFIX)]
+                    if read_meta(handle, name).expired(now) and fs.lstat(handle, name) is not None:
+                        count += 1
+        return count
 
     @hookimpl
     def memvault_list_documents(self, request: ListDocumentsRequest) -> ListDocumentsResult:
@@ -340,6 +456,7 @@ class LocalDiskProvider:
             workspace_id=partition.workspace_id, agent_id=agent_id, crew_id=crew_id, tier=t
         )]  # fmt: skip
         parts = partition_parts(partition)
+        now = clock.now()
         for tier in tiers:
             sub = SUBFOLDERS.get(tier)
             folder = parts if sub is None else (*parts, sub)
@@ -364,6 +481,9 @@ class LocalDiskProvider:
                     if not stat.S_ISREG(st.st_mode):
                         log.warning("listing skipped %s: it is a symlink or not a regular file", label)
                         continue
+                    meta = read_meta(handle, name)
+                    if meta.expired(now):
+                        continue  # absent (P41)
                     found = fs.read_file(handle, name)
                     if found is None:
                         continue  # removed meanwhile
@@ -378,7 +498,108 @@ class LocalDiskProvider:
                         subjects=_subjects(self.root, handle, name),
                         digest=hashlib.sha256(data).hexdigest(),
                         updated_at=dt.datetime.fromtimestamp(opened.st_mtime, dt.timezone.utc),
+                        expires_at=meta.purge_at,
                     )
+
+    # -- memory over time (contract P41-P45) ----------------------------------------
+
+    @hookimpl
+    def memvault_sweep_expired(self, request: SweepRequest) -> SweepResult:
+        """Remove expired documents as ``forget`` does (P24's guarantees: the file, its tags, its vectors,
+        its sidecars, the crash leftovers of its folder), then expired quarantine copies and old keys."""
+        documents: list[DocumentInfo] = []
+        more = False
+        quarantined = 0
+        keys = 0
+        with self._storage("sweep expired documents"):
+            with fs.open_dir(self.root, (), create=False) as root:
+                workspaces = _folders(root)
+            for workspace in workspaces:
+                for parts in self._document_folders(workspace, lambda _path: _quiet()):
+                    if len(documents) >= request.limit:
+                        more = more or bool(self._expired_in(parts, request, 1))
+                        break
+                    found = self._expired_in(parts, request, request.limit - len(documents))
+                    documents.extend(found)
+                quarantined += self._sweep_quarantine(workspace, request)
+                if request.keys_before is not None:
+                    keys += KeyFolder(self.root, workspace).forget_before(request.keys_before, dry_run=request.dry_run)
+        return SweepResult(documents=documents, quarantine_removed=quarantined, keys_removed=keys, more=more)
+
+    def _expired_in(self, parts: tuple[str, ...], request: SweepRequest, limit: int) -> list[DocumentInfo]:
+        """Up to ``limit`` documents of one folder past their expiry or their tier's retention, removed
+        unless ``request.dry_run``."""
+        out: list[DocumentInfo] = []
+        workspace, kind, owner = parts[:3]
+        agent_id, crew_id = (owner, "") if kind == "agents" else ("", owner)
+        with _quiet(), fs.open_dir(self.root, parts, create=False) as handle:
+            if handle is None:
+                return out
+            for name in _document_names(parts, handle):
+                if len(out) >= limit:
+                    break
+                label = name if len(parts) == 3 else f"{parts[3]}/{name}"
+                tier = parse_label(label)[0]
+
+                def expired(handle: fs.DirHandle = handle, name: str = name, tier: Tier = tier) -> bool:
+                    current = fs.lstat(handle, name)
+                    if current is None or not stat.S_ISREG(current.st_mode):
+                        return False
+                    written = dt.datetime.fromtimestamp(current.st_mtime, dt.timezone.utc)
+                    return read_meta(handle, name).expired(request.now) or request.retention.past_retention(
+                        workspace, tier, written, request.now
+                    )
+
+                if not expired():
+                    continue
+                found = fs.read_file(handle, name)
+                if found is None:
+                    continue
+                data, opened = found
+                info = DocumentInfo(
+                    workspace_id=workspace,
+                    agent_id=agent_id,
+                    crew_id=crew_id,
+                    tier=tier,
+                    label=label,
+                    bytes=len(data),
+                    subjects=_subjects(self.root, handle, name),
+                    digest=hashlib.sha256(data).hexdigest(),
+                    updated_at=dt.datetime.fromtimestamp(opened.st_mtime, dt.timezone.utc),
+                    expires_at=read_meta(handle, name).purge_at,
+                )
+                del data
+                if request.dry_run:
+                    out.append(info)
+                    continue
+                # Re-checked under the lock: a write since the listing may have renewed it.
+                retry = "run the sweep again"
+                if self._remove_document(handle, name, expected_subject=None, retry=retry, only_if=expired):
+                    out.append(info)
+                self._index.drop(parts, name)
+                self._vectors.drop(parts, name)
+            if out and not request.dry_run:
+                # As an erasure does (P24): no crash temporaries nor orphan vectors left in a folder it visits.
+                fs.sweep_leftovers(handle, _guarding)
+                remove_orphans(handle)
+        return out
+
+    def _sweep_quarantine(self, workspace: str, request: SweepRequest) -> int:
+        """Remove the workspace's quarantine copies past their tier's retention (counted from when the
+        copy was kept); how many."""
+        folder = self._quarantine(workspace)
+        removed = 0
+        with _quiet(), folder.handle(create=False) as handle:
+            if handle is None:
+                return 0
+            for record in folder.list():
+                tier = parse_label(record.label)[0]
+                if not request.retention.past_retention(workspace, tier, record.created_at, request.now):
+                    continue
+                removed += 1
+                if not request.dry_run:
+                    folder.remove(record.sha256)
+        return removed
 
     # -- vectors (contract P36-P40) ------------------------------------------------
 
@@ -487,10 +708,19 @@ class LocalDiskProvider:
 
     # -- internals ------------------------------------------------------------
 
-    def _remove_document(self, handle: fs.DirHandle, name: str, *, expected_subject: str | None, retry: str) -> bool:
-        """Unlink a document, its subject tag and its lock sentinel (under the lock).
+    def _remove_document(
+        self,
+        handle: fs.DirHandle,
+        name: str,
+        *,
+        expected_subject: str | None,
+        retry: str,
+        only_if: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Unlink a document, its subject tag, its sidecars and its lock sentinel (under the lock).
 
-        With ``expected_subject`` set, only when the tag still names that subject. A symlink or
+        With ``expected_subject`` set, only when the tag still names that subject; with ``only_if``,
+        only when it answers true under the lock (the sweep: the document is still expired). A symlink or
         a folder at the document's path is left alone, tag included (a retry finds it again), and
         raised as an ``UpstreamError`` naming the path and saying what to do, then ``retry``.
         """
@@ -507,9 +737,14 @@ class LocalDiskProvider:
                 )
             if expected_subject is not None and expected_subject not in _read_subjects(handle, name):
                 return False
+            if only_if is not None and not only_if():
+                return False
+            # A crashed keyed write of this document is settled first: its key is kept when it wrote.
+            settle(handle, name, KeyFolder(self.root, handle.relpath.split("/", 1)[0]))
             fs.remove_file(handle, sidecar_name(name))  # derived data first: a crash leaves no orphan vectors
             removed = fs.remove_file(handle, name)
             fs.remove_file(handle, _subject_name(name))
+            fs.remove_file(handle, meta_name(name))
             _sweep(handle, name)
             fs.remove_file(handle, fs.lock_name(name))
             os.fsync(handle.fd)
@@ -612,6 +847,12 @@ class LocalDiskProvider:
             with unfinished.attempt(handle.relpath, folder=handle.relpath):
                 remove_orphans(handle)
         return removed
+
+
+def _body(handle: fs.DirHandle, name: str) -> bytes:
+    """The bytes of document ``name`` (``b""``: none)."""
+    found = fs.read_file(handle, name)
+    return found[0] if found is not None else b""
 
 
 def _quiet() -> AbstractContextManager[object]:

@@ -275,6 +275,19 @@ class QuarantineFolder:
         with self.handle(create=False) as handle:
             return None if handle is None else self._load(handle, name)
 
+    def remove(self, sha256: str) -> bool:
+        """Remove the copy of the body with this digest, its crash leftovers and its lock; whether it existed."""
+        name = f"{check_sha(sha256)}.md"
+        with self.handle(create=False) as handle:
+            if handle is None:
+                return False
+            with fs.document_lock(handle, name):
+                removed = fs.remove_file(handle, name)
+                fs.sweep_temporaries(handle, name)
+                fs.remove_file(handle, fs.lock_name(name))
+            os.fsync(handle.fd)
+        return removed
+
     @staticmethod
     def _load(handle: fs.DirHandle, name: str) -> QuarantineRecord | None:
         found = fs.read_file(handle, name)
