@@ -706,6 +706,13 @@ class LocalDiskProvider:
         with self._storage("read a quarantine copy"):
             return folder.get(sha256)
 
+    @hookimpl
+    def memvault_quarantine_delete(self, workspace_id: str, sha256: str) -> int:
+        """The copy's file, its crash leftovers and its lock go, and the folder is synced."""
+        folder = self._quarantine(workspace_id)
+        with self._storage("delete a quarantine copy"):
+            return 1 if folder.remove(sha256) else 0
+
     # -- internals ------------------------------------------------------------
 
     def _remove_document(
