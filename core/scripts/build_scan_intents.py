@@ -77,9 +77,12 @@ def main() -> None:
 
     index, vectors = build()
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "intents.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    rows = index.pop("rows")
+    header = json.dumps(index)[:-1]  # one row a line: a corpus change reads as a short diff
+    body = ",\n".join(json.dumps(row) for row in rows)  # type: ignore[attr-defined]
+    (OUT / "intents.json").write_text(f'{header}, "rows": [\n{body}\n]}}\n', encoding="utf-8")
     np.save(OUT / "intents.npy", vectors, allow_pickle=False)
-    print(f"{len(index['rows'])} rows ({index['model_id']}) written to {OUT}")  # type: ignore[arg-type]
+    print(f"{len(rows)} rows ({index['model_id']}) written to {OUT}")  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
