@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
+import attrs
+
 from memvault import current_stored_check
 from memvault import search as text
-from memvault.contract import wire
+from memvault.contract import clock, wire
 from memvault.contract.embedding import PendingLine, QueryVector, line_digest, vectors_from_bytes
-from memvault.contract.errors import InvalidRequest, UpstreamError
+from memvault.contract.errors import IdempotencyConflict, InvalidRequest, MemvaultError, UpstreamError
 from memvault.contract.models import (
     Capability,
     DocumentInfo,
@@ -40,8 +42,10 @@ from memvault.contract.models import (
     RetainRequest,
     RetainResult,
     check_cap,
+    effective_expiry,
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
+from memvault.contract.retention import SweepRequest, SweepResult
 from memvault.hooks.markers import hookimpl
 from memvault.search import Candidate, index_terms, rank_candidates
 from memvault_sqlite import schema
@@ -65,8 +69,14 @@ _OUR_TABLES: Final = frozenset(
         "pending_erasures",
         "tier_stats",
         "line_vectors",
+        "idempotency_keys",
+        "swept_shards",
     }
 )
+#: A sweep deletes expired documents in transactions of at most this many documents ...
+SWEEP_BATCH_DOCUMENTS: Final = 64
+#: ... or of about this many lines, so a recall or a write never waits long for the writer turn.
+SWEEP_BATCH_LINES: Final = 512
 
 
 class SqliteProvider:
@@ -97,6 +107,8 @@ class SqliteProvider:
             Capability.LIST_DOCUMENTS,
             Capability.CHECKS_STORED,
             Capability.VECTORS,
+            Capability.EXPIRY,
+            Capability.IDEMPOTENT_WRITES,
         }
     )
 
@@ -223,23 +235,53 @@ class SqliteProvider:
         # thread: the write below may run on the group-commit writer thread.
         check = current_stored_check()
 
-        def write(conn: sqlite3.Connection) -> tuple[RetainResult, bool, int]:
-            # Runs in the writer thread's transaction (group commit), under its own SAVEPOINT.
+        idempotency_key = request.idempotency_key
+        fingerprint = request.fingerprint() if idempotency_key else ""
+
+        def write(conn: sqlite3.Connection) -> tuple[RetainResult, bool, int | None]:
+            # Runs in the writer thread's transaction (group commit), under its own SAVEPOINT. The
+            # time is read here, under the write lock: writes are stamped in the order they commit.
+            now = clock.now()
+            stamp = _iso(now)
             part = ref.partition
+            if idempotency_key:
+                # The key is recorded in this transaction with the write (P44): under the write lock,
+                # a repeat (another thread's, process's, or this batch's) finds it committed or not at all.
+                recorded = conn.execute(
+                    "SELECT fingerprint, result_id, bytes, warning FROM idempotency_keys"
+                    " WHERE workspace_id = ? AND key = ?",
+                    (part.workspace_id, idempotency_key),
+                ).fetchone()
+                if recorded is not None:
+                    if recorded[0] != fingerprint:
+                        raise IdempotencyConflict(key=idempotency_key, workspace_id=part.workspace_id)
+                    # Nothing is written, so no body to scan (the first write's was): tell the check,
+                    # which may be this caller's, called here on the writer thread (P29, P44).
+                    skip = getattr(check, "nothing_written", None)
+                    if callable(skip):
+                        skip()
+                    return RetainResult(id=recorded[1], bytes=int(recorded[2]), warning=recorded[3]), False, None
             # One statement finds the partition, the document and whether erasures await their scrub
             # (nothing can add one while this transaction holds the write lock).
             found = conn.execute(
-                "SELECT p.id, d.id, d.body, d.size, EXISTS (SELECT 1 FROM pending_erasures), d.sha256"
+                "SELECT p.id, d.id, d.body, d.size, EXISTS (SELECT 1 FROM pending_erasures), d.sha256,"
+                " d.expires_at, d.purge_at"
                 " FROM partitions AS p"
                 " LEFT JOIN documents AS d ON d.partition_id = p.id AND d.tier = ? AND d.key = ?"
                 " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ?",
                 (ref.tier.value, ref.key, part.workspace_id, part.kind, part.owner_id),
             ).fetchone()
+            if found is not None and found[1] is not None and found[7] is not None and found[7] <= stamp:
+                # Expired (P41): absent already. The write starts a new document; the old one goes as
+                # a sweep removes it (its shard's index is rewritten by the next sweep).
+                _remove_expired(conn, int(found[1]))
+                found = (*found[:1], None, None, None, found[4], None, None, None)
+            live = found is not None and found[1] is not None
+            explicit = _explicit_expiry(request, _parse(found[6]) if live else None, live)
             if request.mode == "append":
                 # Before anything is written: a rejection (ContentRejected) rolls back this write's
                 # SAVEPOINT alone and reaches its caller; no partition, document or tag is left.
-                stored = found is not None and found[1] is not None
-                check(found[2] if stored else "", (found[5] or "") if stored else "")
+                check(found[2] if live else "", (found[5] or "") if live else "")
             if found is None:
                 new_pid = schema.partition_id(conn, part.workspace_id, part.kind, part.owner_id, create=True)
                 assert new_pid is not None
@@ -250,12 +292,14 @@ class SqliteProvider:
             body = old_body + request.content if request.mode == "append" else request.content
             size = len(body.encode("utf-8"))
             warning = check_cap(request.tier, current=current, projected=size)
-            stamp = schema.now_iso()
+            expires = _iso(explicit) if explicit is not None else None
+            purge = effective_expiry(explicit, now, request.retention)
+            purge_at = _iso(purge) if purge is not None else None
             if doc is None:
                 cur = conn.execute(
                     "INSERT INTO documents (partition_id, workspace_id, agent_id, crew_id, tier, key, label,"
-                    " body, size, data_subject_id, created_at, updated_at, sha256)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " body, size, data_subject_id, created_at, updated_at, sha256, expires_at, purge_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         pid,
                         part.workspace_id,
@@ -270,6 +314,8 @@ class SqliteProvider:
                         stamp,
                         stamp,
                         schema.body_sha256(body),
+                        expires,
+                        purge_at,
                     ),
                 )
                 doc_id = int(cur.lastrowid or 0)
@@ -281,15 +327,23 @@ class SqliteProvider:
                     conn, doc_id, pid, old_body, body, update_counts=False
                 )
                 conn.execute(
-                    "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ?,"
+                    "UPDATE documents SET body = ?, size = ?, updated_at = ?, sha256 = ?, expires_at = ?, purge_at = ?,"
                     " line_count = line_count + ?, term_count = term_count + ? WHERE id = ?",
-                    (body, size, stamp, schema.body_sha256(body), lines_delta, terms_delta, doc_id),
+                    (body, size, stamp, schema.body_sha256(body), expires, purge_at, lines_delta, terms_delta, doc_id),
                 )
             if request.data_subject_id:
                 schema.tag_document(conn, doc_id, part.workspace_id, request.data_subject_id)
+            if idempotency_key:
+                conn.execute(
+                    "INSERT INTO idempotency_keys (workspace_id, key, fingerprint, result_id, bytes, warning,"
+                    " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (part.workspace_id, idempotency_key, fingerprint, label, size, warning, stamp),
+                )
             return RetainResult(id=label, bytes=size, warning=warning), pending, pid
 
         result, pending, pid = self.db.commit(write, "retain")
+        if pid is None:
+            return result  # a repeat of a recorded write: nothing was written
         self._merger.wrote(pid % schema.FTS_SHARDS)
         if pending:
             if self.db.in_group():
@@ -326,6 +380,8 @@ class SqliteProvider:
 
         def search() -> RecallResult:
             conn = self.db.conn()
+            # Lines of documents expired at this moment are absent (P41), inside every statement.
+            now = _iso(clock.now())
             rows: list[Candidate] = []
             line_count = term_count = 0
             searched: list[tuple[int, tuple[str, ...]]] = []
@@ -345,23 +401,31 @@ class SqliteProvider:
                     ).fetchone()
                     if found is None:
                         continue
-                    line_count += int(found[1])
-                    term_count += int(found[2])
+                    # Less the lines of the partition's expired documents not swept yet (a range of
+                    # the partial index on purge_at): the statistics are those of the live lines.
+                    expired = conn.execute(
+                        "SELECT coalesce(sum(line_count), 0), coalesce(sum(term_count), 0) FROM documents"
+                        f" INDEXED BY documents_expiring WHERE partition_id = ? AND purge_at IS NOT NULL"
+                        f" AND purge_at <= ? AND tier IN ({marks})",
+                        (int(found[0]), now, *tier_values),
+                    ).fetchone()
+                    line_count += int(found[1]) - int(expired[0])
+                    term_count += int(found[2]) - int(expired[1])
                     searched.append((int(found[0]), tier_values))
                 df: list[int] | None = None
                 budget = CANDIDATE_BUDGET
                 for pid, tier_values in searched if terms else ():
-                    rows.extend(_candidates(conn, pid, tier_values, match, None, probe=budget + 1 - len(rows)))
+                    rows.extend(_candidates(conn, pid, tier_values, match, None, now, probe=budget + 1 - len(rows)))
                 if len(rows) > budget:
                     # Many lines share a term (common words, a long history): count each term's lines,
                     # then score only the lines a narrower query keeps (see narrowed_queries).
-                    df = [sum(_count(conn, pid, tiers, fts_query([t])) for pid, tiers in searched) for t in terms]
+                    df = [sum(_count(conn, pid, tiers, fts_query([t]), now) for pid, tiers in searched) for t in terms]
                     narrower = narrowed_queries(terms, df)
                     wider, chosen, fits = match, match, False
                     if narrower:
                         # The first narrower query that fits, counting from the likely one (counts are dear).
                         k, fits = first_fitting(
-                            lambda k: sum(_count(conn, pid, tiers, narrower[k]) for pid, tiers in searched),
+                            lambda k: sum(_count(conn, pid, tiers, narrower[k], now) for pid, tiers in searched),
                             len(narrower),
                             likely_first_fitting(df, line_count),
                         )
@@ -370,7 +434,7 @@ class SqliteProvider:
                     for pid, tier_values in searched:
                         # Still too many (one common word, or lines holding every term abound): the
                         # shortest lines, which BM25's length norm ranks first among equals.
-                        rows.extend(_candidates(conn, pid, tier_values, chosen, None if fits else budget))
+                        rows.extend(_candidates(conn, pid, tier_values, chosen, None if fits else budget, now))
                     if not fits:
                         rows = sorted(rows, key=lambda row: (row[5], row[0]))[:budget]
                     elif len(rows) < depth:
@@ -379,7 +443,7 @@ class SqliteProvider:
                         have = {row[0] for row in rows}
                         more: list[Candidate] = []
                         for pid, tier_values in searched:
-                            more.extend(_candidates(conn, pid, tier_values, wider, budget))
+                            more.extend(_candidates(conn, pid, tier_values, wider, budget, now))
                         more = [row for row in sorted(more, key=lambda row: (row[5], row[0])) if row[0] not in have]
                         rows.extend(more[: budget - len(rows)])
 
@@ -402,7 +466,7 @@ class SqliteProvider:
                     query, rows, line_count=line_count, term_count=term_count, limit=depth, texts=texts, df=df
                 )
                 if vector is not None:
-                    hits = _fused(conn, query, vector, searched, hits, texts, request.limit)
+                    hits = _fused(conn, query, vector, searched, hits, texts, request.limit, now)
             finally:
                 conn.execute("COMMIT")
             return RecallResult(hits=hits)
@@ -503,8 +567,9 @@ class SqliteProvider:
                 self.db.conn()
                 .execute(
                     "SELECT d.body FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
-                    " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? AND d.tier = ? AND d.key = ?",
-                    ref.columns,
+                    " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? AND d.tier = ? AND d.key = ?"
+                    f" AND {_LIVE}",
+                    (*ref.columns, _iso(clock.now())),
                 )
                 .fetchone()
             )
@@ -520,10 +585,11 @@ class SqliteProvider:
         def erase() -> tuple[int, bool, bool]:
             conn = self.db.conn()
             with self.db.write(conn, "forget"):
+                now = _iso(clock.now())
                 if request.id:
                     ref = request.ref
                     rows = conn.execute(
-                        "SELECT d.id, d.partition_id FROM documents AS d JOIN partitions AS p"
+                        "SELECT d.id, d.partition_id, d.purge_at FROM documents AS d JOIN partitions AS p"
                         " ON p.id = d.partition_id"
                         " WHERE p.workspace_id = ? AND p.kind = ? AND p.owner_id = ? AND d.tier = ? AND d.key = ?",
                         ref.columns,
@@ -531,7 +597,7 @@ class SqliteProvider:
                 else:
                     # Exact match (P13): '=' on TEXT compares bytes; no LIKE, no case folding.
                     rows = conn.execute(
-                        "SELECT DISTINCT d.id, d.partition_id FROM document_subjects AS s"
+                        "SELECT DISTINCT d.id, d.partition_id, d.purge_at FROM document_subjects AS s"
                         " JOIN documents AS d ON d.id = s.document_id"
                         " WHERE s.workspace_id = ? AND s.data_subject_id = ?",
                         (request.workspace_id, request.data_subject_id),
@@ -549,12 +615,12 @@ class SqliteProvider:
                         " AND d.crew_id = quarantine.crew_id))",
                         (request.workspace_id, request.data_subject_id, request.data_subject_id),
                     ).rowcount
-                for doc_id, _pid in rows:
+                for doc_id, _pid, _purge in rows:
                     schema.delete_document(conn, doc_id)
                 # Rewrite each FTS shard that held the text as one segment: the erased
                 # terms leave the index instead of lingering under delete markers, and
                 # secure_delete zeroes the pages the old segments freed.
-                for shard in sorted({pid % schema.FTS_SHARDS for _doc, pid in rows}):
+                for shard in sorted({pid % schema.FTS_SHARDS for _doc, pid, _purge in rows}):
                     schema.optimize_fts(conn, shard)
                 if (rows or quarantined) and not self.db.memory:
                     # Recorded in the transaction that deletes the rows: if the process dies
@@ -567,7 +633,9 @@ class SqliteProvider:
                     "SELECT EXISTS (SELECT 1 FROM pending_erasures WHERE workspace_id = ? AND target = ?)",
                     (request.workspace_id, target),
                 ).fetchone()[0]
-                return len(rows), bool(mine), _any_pending(conn)
+                # An expired document is absent (P41): removed here all the same, but not counted.
+                live = sum(1 for _doc, _pid, purge in rows if purge is None or purge > now)
+                return live, bool(mine), _any_pending(conn)
 
         removed, mine, anything = self.db.retry(erase, "forget")
         pending = False
@@ -584,7 +652,27 @@ class SqliteProvider:
     @hookimpl
     @translated("health")
     def memvault_health(self) -> HealthStatus:
-        return self.db.health()
+        status = self.db.health()
+        if not status.ok:
+            return status
+        try:
+            overdue = self.db.retry(self._overdue, "health")
+        except MemvaultError as exc:
+            return HealthStatus(ok=False, message=str(exc))
+        return attrs.evolve(status, retention_overdue=overdue) if overdue else status
+
+    def _overdue(self) -> int:
+        """Documents expired and not swept yet: a range of the partial index on ``purge_at`` (P43)."""
+        row = (
+            self.db.conn()
+            .execute(
+                "SELECT count(*) FROM documents INDEXED BY documents_by_purge"
+                " WHERE purge_at IS NOT NULL AND purge_at <= ?",
+                (_iso(clock.now()),),
+            )
+            .fetchone()
+        )
+        return int(row[0])
 
     @hookimpl
     @translated("list_documents")
@@ -602,44 +690,135 @@ class SqliteProvider:
         if owners:
             where.append("(" + " OR ".join(f"{column} = ?" for column, _ in owners) + ")")
             params.extend(value for _, value in owners)
-        sql = "SELECT id, workspace_id, agent_id, crew_id, tier, label, size, sha256, updated_at FROM documents" + (
-            " WHERE " + " AND ".join(where) if where else ""
-        )
+        # An expired document is absent (P41).
+        where.append(_LIVE)
+        sql = f"SELECT {_INFO_COLUMNS} FROM documents AS d WHERE " + " AND ".join(where)
 
         def listing() -> ListDocumentsResult:
             conn = self.db.conn()
             conn.execute("BEGIN")  # one snapshot for the rows and their subjects
             try:
-                rows = conn.execute(sql, params).fetchall()
-                documents = [
-                    DocumentInfo(
-                        workspace_id=row[1],
-                        agent_id=row[2],
-                        crew_id=row[3],
-                        tier=row[4],
-                        label=row[5],
-                        bytes=int(row[6]),
-                        subjects=_subjects(conn, row),
-                        digest=row[7],
-                        updated_at=_dt.datetime.fromisoformat(row[8]) if row[8] else None,
-                    )
-                    for row in rows
-                ]
+                rows = conn.execute(sql, [*params, _iso(clock.now())]).fetchall()
+                documents = [_info(conn, row) for row in rows]
             finally:
                 conn.execute("COMMIT")
             return ListDocumentsResult(documents=documents)
 
         return self.db.retry(listing, "list_documents")
 
+    # -- memory over time (P41-P45) -------------------------------------------
+
+    @hookimpl
+    @translated("sweep_expired")
+    def memvault_sweep_expired(self, request: SweepRequest) -> SweepResult:
+        """Expired documents go in short transactions through the erasure path (index rows, vectors,
+        subject tags, tier statistics); the search-index shards they leave are rewritten and the
+        write-ahead log scrubbed once the last batch is done (P24, P43)."""
+        now = _iso(request.now)
+
+        def due() -> tuple[list[tuple[DocumentInfo, int, int]], bool, int, int]:
+            conn = self.db.conn()
+            conn.execute("BEGIN")  # one snapshot for what is due and its descriptions
+            try:
+                ids = _due_documents(conn, request, now)
+                more = len(ids) > request.limit
+                documents: list[tuple[DocumentInfo, int, int]] = []
+                for doc_id in ids[: request.limit]:
+                    row = conn.execute(
+                        f"SELECT {_INFO_COLUMNS}, d.line_count FROM documents AS d WHERE d.id = ?", (doc_id,)
+                    ).fetchone()
+                    if row is not None:
+                        documents.append((_info(conn, row), int(row[-1]), doc_id))
+                quarantined = keys = 0
+                if request.dry_run:
+                    quarantined = int(
+                        conn.execute(
+                            "SELECT count(*) FROM quarantine WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+                        ).fetchone()[0]
+                    )
+                    if request.keys_before is not None:
+                        keys = int(
+                            conn.execute(
+                                "SELECT count(*) FROM idempotency_keys WHERE recorded_at < ?",
+                                (_iso(request.keys_before),),
+                            ).fetchone()[0]
+                        )
+            finally:
+                conn.execute("COMMIT")
+            return documents, more, quarantined, keys
+
+        documents, more, quarantined, keys = self.db.retry(due, "sweep_expired")
+        if request.dry_run:
+            return SweepResult(
+                documents=[info for info, _lines, _id in documents],
+                quarantine_removed=quarantined,
+                keys_removed=keys,
+                more=more,
+            )
+        removed: list[DocumentInfo] = []
+        batch: list[tuple[DocumentInfo, int, int]] = []
+        for index, item in enumerate(documents):
+            batch.append(item)
+            if (
+                index == len(documents) - 1
+                or len(batch) >= SWEEP_BATCH_DOCUMENTS
+                or sum(lines for _info, lines, _id in batch) >= SWEEP_BATCH_LINES
+            ):
+                ids = [doc_id for _info, _lines, doc_id in batch]
+                sweep = functools.partial(_sweep_batch, ids=ids, request=request)
+                gone, copies = self.db.commit(sweep, "sweep_expired")
+                removed.extend(info for info, _lines, doc_id in batch if doc_id in gone)
+                quarantined += copies
+                batch = []
+        quarantined += self.db.commit(functools.partial(_sweep_quarantine, request=request), "sweep_expired")
+        if request.keys_before is not None:
+            before = _iso(request.keys_before)
+            while True:
+                pruned = self.db.commit(functools.partial(_prune_keys, before=before), "sweep_expired")
+                keys += pruned
+                if pruned < _KEYS_BATCH:
+                    break
+        if not more:
+            self._finish_sweep(bool(removed or quarantined))
+        return SweepResult(documents=removed, quarantine_removed=quarantined, keys_removed=keys, more=more)
+
+    def _finish_sweep(self, removed: bool) -> None:
+        """Rewrite every shard a sweep (or a write to an expired document) deleted lines from, one
+        short transaction each, then scrub the write-ahead log (P24)."""
+        shards = self.db.retry(
+            lambda: [int(r[0]) for r in self.db.conn().execute("SELECT shard FROM swept_shards ORDER BY shard")],
+            "sweep_expired",
+        )
+
+        def rewrite(conn: sqlite3.Connection, shard: int) -> None:
+            schema.optimize_fts(conn, shard)
+            conn.execute("DELETE FROM swept_shards WHERE shard = ?", (shard,))
+
+        for shard in shards:
+            self.db.commit(functools.partial(rewrite, shard=shard), "sweep_expired")
+        if (shards or removed) and not self.db.memory:
+
+            def record(conn: sqlite3.Connection) -> None:
+                conn.execute(
+                    "INSERT INTO pending_erasures (workspace_id, target, created_at) VALUES ('', 'sweep', ?)",
+                    (schema.now_iso(),),
+                )
+
+            self.db.commit(record, "sweep_expired")
+            self._scrubber.finish(wait=self.scrub_wait)
+
     # -- quarantine (P30) ------------------------------------------------------
 
     @hookimpl
     @translated("quarantine_keep")
     def memvault_quarantine_keep(self, record: _QuarantineRecord) -> bool:
-        values = _columns(record)
+        expiry = record.expires_at
+        values = (*_columns(record), _iso(expiry) if expiry is not None else None)
 
         def keep(conn: sqlite3.Connection) -> bool:
-            conn.execute(f"INSERT INTO quarantine ({_QCOLS}) VALUES ({', '.join('?' * len(values))})", values)
+            conn.execute(
+                f"INSERT INTO quarantine ({_QCOLS}, expires_at) VALUES ({', '.join('?' * len(values))})", values
+            )
             return True
 
         return self.db.commit(keep, "quarantine_keep")
@@ -650,7 +829,11 @@ class SqliteProvider:
         def listing() -> list[_QuarantineRecord]:
             rows = (
                 self.db.conn()
-                .execute(f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = ? ORDER BY id", (workspace_id,))
+                .execute(
+                    f"SELECT {_QCOLS}, expires_at FROM quarantine WHERE workspace_id = ? AND {_QUARANTINE_LIVE}"
+                    " ORDER BY id",
+                    (workspace_id, _iso(clock.now())),
+                )
                 .fetchall()
             )
             return [self._record(r) for r in rows]
@@ -664,8 +847,10 @@ class SqliteProvider:
             row = (
                 self.db.conn()
                 .execute(
-                    f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = ? AND sha256 = ? ORDER BY id DESC LIMIT 1",
-                    (workspace_id, sha256),
+                    f"SELECT {_QCOLS}, expires_at FROM quarantine WHERE workspace_id = ? AND sha256 = ?"
+                    f" AND {_QUARANTINE_LIVE}"
+                    " ORDER BY id DESC LIMIT 1",
+                    (workspace_id, sha256, _iso(clock.now())),
                 )
                 .fetchone()
             )
@@ -686,9 +871,13 @@ class SqliteProvider:
         return self.db.commit(delete, "quarantine_delete")
 
     def _record(self, row: Sequence[Any]) -> _QuarantineRecord:
-        """A quarantine row as a record, through the core's codec (the one JSON shape of a record)."""
+        """A quarantine row (its :data:`_QFIELDS`, then its expiry) as a record, through the core's codec
+        (the one JSON shape of a record)."""
         try:
-            return wire.structure(dict(zip(_QFIELDS, row, strict=True)), _QuarantineRecord, what="quarantine row")
+            record = wire.structure(
+                dict(zip(_QFIELDS, row[:-1], strict=True)), _QuarantineRecord, what="quarantine row"
+            )
+            return attrs.evolve(record, expires_at=_parse(row[-1])) if row[-1] else record
         except InvalidRequest as exc:
             raise UpstreamError(
                 f"sqlite database {self.path} holds a quarantine row that is not a valid record ({exc}): "
@@ -721,7 +910,7 @@ def _columns(record: _QuarantineRecord) -> tuple[Any, ...]:
     return tuple(shape[name] for name in _QFIELDS)
 
 
-def _subjects(conn: sqlite3.Connection, row: tuple[object, ...]) -> tuple[str, ...]:
+def _subjects(conn: sqlite3.Connection, row: Sequence[Any]) -> tuple[str, ...]:
     """The data subjects a document carries (P13): its rows in ``document_subjects`` (schema v5)."""
     found = conn.execute(
         "SELECT data_subject_id FROM document_subjects WHERE document_id = ? ORDER BY data_subject_id", (row[0],)
@@ -729,29 +918,42 @@ def _subjects(conn: sqlite3.Connection, row: tuple[object, ...]) -> tuple[str, .
     return tuple(str(subject) for (subject,) in found)
 
 
-def _count(conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str) -> int:
-    """How many lines of partition ``pid`` in ``tiers`` the FTS5 query ``match`` finds."""
+def _count(conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str, now: str) -> int:
+    """How many lines of partition ``pid`` in ``tiers`` the FTS5 query ``match`` finds (of documents
+    not expired at ``now``)."""
     fts = schema.fts_table(pid)
     low = pid << schema.LINE_BITS
     bounds = (match, low, low + (1 << schema.LINE_BITS) - 1)
     marks = ", ".join("?" * len(tiers))
     other = conn.execute(
-        f"SELECT EXISTS (SELECT 1 FROM documents WHERE partition_id = ? AND tier NOT IN ({marks}))", (pid, *tiers)
+        f"SELECT EXISTS (SELECT 1 FROM documents WHERE partition_id = ? AND tier NOT IN ({marks}))"
+        " OR EXISTS (SELECT 1 FROM documents INDEXED BY documents_expiring WHERE partition_id = ?"
+        " AND purge_at IS NOT NULL AND purge_at <= ?)",
+        (pid, *tiers, pid, now),
     ).fetchone()[0]
-    if not other:  # every document of the partition is searched: the index alone answers
+    if not other:  # every document of the partition is searched and live: the index alone answers
         sql = f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ?"
         return int(conn.execute(sql, bounds).fetchone()[0])
     sql = (
         f"SELECT count(*) FROM {fts} JOIN lines AS l ON l.id = {fts}.rowid JOIN documents AS d"
         f" ON d.id = l.document_id WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})"
+        f" AND {_LIVE}"
     )
-    return int(conn.execute(sql, (*bounds, *tiers)).fetchone()[0])
+    return int(conn.execute(sql, (*bounds, *tiers, now)).fetchone()[0])
 
 
 def _candidates(
-    conn: sqlite3.Connection, pid: int, tiers: tuple[str, ...], match: str, limit: int | None, *, probe: int = -1
+    conn: sqlite3.Connection,
+    pid: int,
+    tiers: tuple[str, ...],
+    match: str,
+    limit: int | None,
+    now: str,
+    *,
+    probe: int = -1,
 ) -> list[Candidate]:
-    """Narrow rows (no text, no digest) of partition ``pid``'s lines in ``tiers`` that ``match`` finds.
+    """Narrow rows (no text, no digest) of partition ``pid``'s lines in ``tiers`` that ``match`` finds,
+    of documents not expired at ``now`` (P41).
 
     :param limit: ``None`` for every line; otherwise at most that many, the shortest first.
     :param probe: with ``limit=None``, stop after this many lines (any; -1: no bound).
@@ -762,9 +964,9 @@ def _candidates(
     return conn.execute(
         f"SELECT l.id, l.document_id, d.label, l.line_no, l.terms, l.length FROM {fts}"
         f" JOIN lines AS l ON l.id = {fts}.rowid JOIN documents AS d ON d.id = l.document_id"
-        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks})"
+        f" WHERE {fts} MATCH ? AND {fts}.rowid BETWEEN ? AND ? AND d.tier IN ({marks}) AND {_LIVE}"
         + (" LIMIT ?" if limit is None else " ORDER BY l.length, l.id LIMIT ?"),
-        (match, low, low + (1 << schema.LINE_BITS) - 1, *tiers, probe if limit is None else limit),
+        (match, low, low + (1 << schema.LINE_BITS) - 1, *tiers, now, probe if limit is None else limit),
     ).fetchall()
 
 
@@ -776,6 +978,7 @@ def _fused(
     lexical: list[RecallSnippet],
     texts: Callable[[Sequence[int]], dict[int, tuple[str, str]]],
     limit: int,
+    now: str,
 ) -> list[RecallSnippet]:
     """``lexical`` fused with the searched lines' closeness in meaning to ``vector`` (P36).
 
@@ -794,8 +997,9 @@ def _fused(
             # look-up per vector).
             "SELECT v.line_id, d.label, l.line_no, v.vector FROM line_vectors AS v NOT INDEXED"
             " JOIN lines AS l ON l.id = v.line_id JOIN documents AS d ON d.id = l.document_id"
-            f" WHERE v.line_id BETWEEN ? AND ? AND v.model = ? AND length(v.vector) = ? AND d.tier IN ({marks})",
-            (low, low + (1 << schema.LINE_BITS) - 1, vector.model_id, size, *tier_values),
+            f" WHERE v.line_id BETWEEN ? AND ? AND v.model = ? AND length(v.vector) = ? AND d.tier IN ({marks})"
+            f" AND {_LIVE}",
+            (low, low + (1 << schema.LINE_BITS) - 1, vector.model_id, size, *tier_values, now),
         ):
             ref = (str(label), int(line_no))
             refs.append(ref)
@@ -808,6 +1012,156 @@ def _fused(
         return {ref: found[ids[ref]] for ref in wanted if ids[ref] in found}
 
     return text.fuse(query, lexical, similar, line_texts, limit)
+
+
+#: A document not expired at the moment given as the statement's parameter (an ISO 8601 instant, P41).
+_LIVE: Final = "(d.purge_at IS NULL OR d.purge_at > ?)"
+#: A quarantine copy not expired at the moment given as the parameter.
+_QUARANTINE_LIVE: Final = "(expires_at IS NULL OR expires_at > ?)"
+#: The columns :func:`_info` reads, of ``documents AS d``.
+_INFO_COLUMNS: Final = (
+    "d.id, d.workspace_id, d.agent_id, d.crew_id, d.tier, d.label, d.size, d.sha256, d.updated_at, d.purge_at"
+)
+#: Idempotency keys older than the window go this many per transaction.
+_KEYS_BATCH: Final = 1000
+
+
+def _iso(moment: _dt.datetime) -> str:
+    """A time as stored: ISO 8601 in UTC to the microsecond, so text order is time order."""
+    return moment.astimezone(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _parse(value: str | None) -> _dt.datetime | None:
+    return _dt.datetime.fromisoformat(value) if value else None
+
+
+def _info(conn: sqlite3.Connection, row: Sequence[Any]) -> DocumentInfo:
+    """A document's description from a row of :data:`_INFO_COLUMNS`."""
+    return DocumentInfo(
+        workspace_id=row[1],
+        agent_id=row[2],
+        crew_id=row[3],
+        tier=row[4],
+        label=row[5],
+        bytes=int(row[6]),
+        subjects=_subjects(conn, row),
+        digest=row[7],
+        updated_at=_parse(row[8]),
+        expires_at=_parse(row[9]),
+    )
+
+
+def _explicit_expiry(request: RetainRequest, stored: _dt.datetime | None, live: bool) -> _dt.datetime | None:
+    """The explicit expiry the document has after ``request`` (P41): a replace sets it; an append
+    keeps the live document's, or sets its own on a new (or expired) document, and may not change it.
+
+    :raises InvalidRequest: an append naming another expiry than the live document's.
+    """
+    if request.mode != "append" or not live:
+        return request.expires_at
+    if request.expires_at is None or request.expires_at == stored:
+        return stored
+    kept = stored.isoformat() if stored is not None else "no expiry"
+    raise InvalidRequest(
+        f"document {request.label} has {kept}, and this append gives expires_at "
+        f"{request.expires_at.isoformat()}: an expiry applies to the whole document, so append with the "
+        "same expires_at (or none), replace the document, or write to a key of its own",
+        field="expires_at",
+    )
+
+
+def _remove_expired(conn: sqlite3.Connection, doc_id: int) -> int:
+    """Delete an expired document as a sweep does, with the quarantine copies of rejected writes to it
+    (a copy of a rejected append is the final body: it holds the document's text, P24); its shard's
+    index is rewritten by the next sweep.
+
+    :return: how many quarantine copies went.
+    """
+    row = conn.execute(
+        "SELECT partition_id, workspace_id, agent_id, crew_id, label FROM documents WHERE id = ?", (doc_id,)
+    ).fetchone()
+    schema.delete_document(conn, doc_id)
+    conn.execute("INSERT OR IGNORE INTO swept_shards (shard) VALUES (?)", (int(row[0]) % schema.FTS_SHARDS,))
+    return int(
+        conn.execute(
+            "DELETE FROM quarantine WHERE workspace_id = ? AND agent_id = ? AND crew_id = ? AND label = ?", row[1:]
+        ).rowcount
+    )
+
+
+def _due_documents(conn: sqlite3.Connection, request: SweepRequest, now: str) -> list[int]:
+    """Up to ``limit + 1`` ids of documents due at ``now``, the earliest expired first: past their
+    ``purge_at``, or last written at or before their (workspace, tier) cutoff."""
+    wanted = request.limit + 1
+    due: dict[int, str] = {}
+    for doc_id, when in conn.execute(
+        "SELECT id, purge_at FROM documents INDEXED BY documents_by_purge"
+        " WHERE purge_at IS NOT NULL AND purge_at <= ? ORDER BY purge_at, id LIMIT ?",
+        (now, wanted),
+    ):
+        due[int(doc_id)] = str(when)
+    for cutoff in request.retention.cutoffs(request.now):
+        before = _iso(cutoff.before)
+        retention = request.now - cutoff.before
+        if cutoff.workspace_id:
+            scope, params = "workspace_id = ?", [cutoff.workspace_id]
+        else:
+            excluded = sorted(cutoff.excluded)
+            scope = f"workspace_id NOT IN ({', '.join('?' * len(excluded))})" if excluded else "1"
+            params = excluded
+        for doc_id, written in conn.execute(
+            "SELECT id, updated_at FROM documents INDEXED BY documents_by_write"
+            f" WHERE tier = ? AND updated_at <= ? AND {scope} ORDER BY updated_at, id LIMIT ?",
+            (cutoff.tier.value, before, *params, wanted),
+        ):
+            when = _iso(_dt.datetime.fromisoformat(written) + retention)
+            if int(doc_id) not in due or when < due[int(doc_id)]:
+                due[int(doc_id)] = when
+    return [doc_id for doc_id, _when in sorted(due.items(), key=lambda item: (item[1], item[0]))][:wanted]
+
+
+def _sweep_batch(conn: sqlite3.Connection, ids: list[int], request: SweepRequest) -> tuple[set[int], int]:
+    """Delete the documents of ``ids`` that are still due (a write since may have renewed one), with
+    the quarantine copies of rejected appends to them (a copy holds the document's text, P24).
+
+    :return: the documents deleted, and how many quarantine copies.
+    """
+    now = _iso(request.now)
+    gone: set[int] = set()
+    copies = 0
+    for doc_id in ids:
+        row = conn.execute(
+            "SELECT workspace_id, tier, updated_at, purge_at FROM documents WHERE id = ?", (doc_id,)
+        ).fetchone()
+        if row is None:  # a write to it after it expired replaced it: that one is new
+            continue
+        workspace_id, tier, written, purge = row
+        if not (
+            (purge is not None and purge <= now)
+            or request.retention.past_retention(workspace_id, tier, _dt.datetime.fromisoformat(written), request.now)
+        ):
+            continue  # written to since it was found: renewed
+        copies += _remove_expired(conn, doc_id)
+        gone.add(doc_id)
+    return gone, copies
+
+
+def _sweep_quarantine(conn: sqlite3.Connection, request: SweepRequest) -> int:
+    """Delete the quarantine copies expired at the sweep's time (the write's expiry, or its retention)."""
+    return int(
+        conn.execute(
+            "DELETE FROM quarantine INDEXED BY quarantine_by_expiry WHERE expires_at IS NOT NULL AND expires_at <= ?",
+            (_iso(request.now),),
+        ).rowcount
+    )
+
+
+def _prune_keys(conn: sqlite3.Connection, before: str) -> int:
+    return conn.execute(
+        "DELETE FROM idempotency_keys WHERE (workspace_id, key) IN (SELECT workspace_id, key FROM idempotency_keys"
+        " INDEXED BY idempotency_keys_by_age WHERE recorded_at < ? LIMIT ?)",
+        (before, _KEYS_BATCH),
+    ).rowcount
 
 
 def _any_pending(conn: sqlite3.Connection) -> bool:

@@ -29,6 +29,15 @@ Version history:
   partial index holds only such lines), so the lines waiting for a vector are
   found without a scan, and that backlog survives a crash. A line's vector is
   deleted with the line, in the same transaction (a changed line is a new row).
+* **8**: memory over time (contract P41-P45): ``documents.expires_at`` (the
+  explicit expiry of the last write, or NULL) and ``documents.purge_at`` (the
+  moment the document is absent: the earlier of the explicit expiry and the
+  last write plus its tier's retention), indexed where set, and the documents
+  indexed by tier and last write (the retention sweep's cutoffs);
+  ``quarantine.expires_at``; ``idempotency_keys``, one row per workspace and
+  idempotency key (its primary key), written in the transaction of the write it
+  records; ``swept_shards``, the search-index shards a retention sweep deleted
+  lines from and has not rewritten yet.
 
 A migration runs inside one ``BEGIN IMMEDIATE`` transaction, so concurrent
 openers wait for it and a failed migration leaves the old version intact.
@@ -64,7 +73,7 @@ __all__ = [
     "tag_document",
 ]
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 #: A line's rowid is ``partition_id << LINE_BITS | sequence``: the lines of one
 #: partition form one contiguous rowid range, which FTS5 seeks to directly.
 LINE_BITS: Final = 32
@@ -539,6 +548,49 @@ def _from_v6(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+#: Schema v8, one statement each.
+_V8: Final = (
+    "ALTER TABLE documents ADD COLUMN expires_at TEXT",
+    "ALTER TABLE documents ADD COLUMN purge_at TEXT",
+    # The sweep and health find what is due without a scan; a recall subtracts a partition's expired
+    # documents from its statistics through the second.
+    "CREATE INDEX IF NOT EXISTS documents_by_purge ON documents (purge_at) WHERE purge_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS documents_expiring ON documents (partition_id, purge_at) WHERE purge_at IS NOT NULL",
+    # The retention sweep's cutoffs: a tier's documents whose last write is older than the cutoff.
+    "CREATE INDEX IF NOT EXISTS documents_by_write ON documents (tier, updated_at)",
+    "ALTER TABLE quarantine ADD COLUMN expires_at TEXT",
+    "CREATE INDEX IF NOT EXISTS quarantine_by_expiry ON quarantine (expires_at) WHERE expires_at IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS idempotency_keys (
+    workspace_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    result_id TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    warning TEXT NOT NULL DEFAULT '',
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (workspace_id, key)
+) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS idempotency_keys_by_age ON idempotency_keys (recorded_at)",
+    "CREATE TABLE IF NOT EXISTS swept_shards (shard INTEGER PRIMARY KEY)",
+)
+
+
+def _from_v7(conn: sqlite3.Connection) -> None:
+    """v7 -> v8: expiry and purge times, quarantine expiry, idempotency keys, shards a sweep left.
+
+    Every document of v7 has neither an explicit expiry nor a purge time (NULL): the retention
+    sweep's cutoffs reach those written before a policy existed. Idempotent like :func:`_from_v6`.
+    """
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(documents)")}
+    quarantine_columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(quarantine)")}
+    for statement in _V8:
+        if statement.startswith("ALTER TABLE documents ADD COLUMN") and statement.split()[5] in columns:
+            continue
+        if statement.startswith("ALTER TABLE quarantine ADD COLUMN") and "expires_at" in quarantine_columns:
+            continue
+        conn.execute(statement)
+
+
 def tag_document(conn: sqlite3.Connection, document_id: int, workspace_id: str, subject: str) -> None:
     """Add ``subject`` to the subjects the document carries (P13); a tag is never removed by a write."""
     conn.execute(
@@ -562,6 +614,7 @@ MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
     4: _from_v4,
     5: _from_v5,
     6: _from_v6,
+    7: _from_v7,
 }
 
 
