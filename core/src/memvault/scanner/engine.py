@@ -733,10 +733,12 @@ def scan(text: str, policy: ScanPolicy = DEFAULT_POLICY, extra_hits: Iterable[Hi
     return _scan(text, 0, "plain", policy, hits)
 
 
-def scan_hits(text: str, policy: ScanPolicy = DEFAULT_POLICY) -> tuple[Finding | None, tuple[Hit, ...]]:
+def scan_hits(
+    text: str, policy: ScanPolicy = DEFAULT_POLICY, extra_hits: Iterable[Hit] = ()
+) -> tuple[Finding | None, tuple[Hit, ...]]:
     """Like :func:`scan`, and every rule that fired too, also when none reached its threshold: the
     evidence a second opinion (the check by meaning, a classifier) adds to with :func:`decide`."""
-    hits: list[Hit] = []
+    hits = [h for h in extra_hits if h.pattern not in policy.allow] if extra_hits else []
     finding = _scan(text, 0, "plain", policy, hits)
     return finding, tuple(hits)
 

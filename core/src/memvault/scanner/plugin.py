@@ -49,7 +49,7 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -78,7 +78,7 @@ from memvault.contract.models import (
 from memvault.contract.registration import RegisterScanner
 from memvault.contract.scanning import RenderedView, current_rendered_view, recalled_text, stored_check
 from memvault.hooks.markers import hookimpl
-from memvault.scanner.engine import DEFAULT_POLICY, Finding, ScanPolicy, decide, scan, scan_hits, tail_start
+from memvault.scanner.engine import DEFAULT_POLICY, Finding, Hit, ScanPolicy, decide, scan, scan_hits, tail_start
 from memvault.scanner.quarantine import blocked_placeholder
 
 __all__ = ["CACHE_SIZE", "JOINT_CACHE_SIZE", "BuiltinScanner", "builtin_scanner"]
@@ -121,6 +121,10 @@ class BuiltinScanner:
         custom ``scanner``, which applies its own).
     :param embedder: the embedder of the check by meaning (default: the vault's, see
         :meth:`bind_vault`); only for the builtin ``detect``, and only when ``policy.semantic``.
+    :param classifiers: third-party evidence for the builtin ``detect``: each is called with the text
+        and returns :class:`~memvault.scanner.engine.Hit` objects, which add up with the rules' hits
+        (and the check by meaning's) per category before the verdict
+        (docs/plugin-authors/scanner-classifier.md).
     """
 
     def __init__(
@@ -130,8 +134,10 @@ class BuiltinScanner:
         cache_size: int = CACHE_SIZE,
         policy: ScanPolicy = DEFAULT_POLICY,
         embedder: Embedder | None = None,
+        classifiers: Sequence[Callable[[str], Iterable[Hit]]] = (),
     ) -> None:
         self._builtin = detect is scan
+        self.classifiers = tuple(classifiers)
         self.policy = policy
         self._scan: Callable[[str], Finding | None] = (
             functools.partial(scan, policy=policy) if self._builtin and policy is not DEFAULT_POLICY else detect
@@ -139,6 +145,8 @@ class BuiltinScanner:
         self._embedder = embedder
         #: The check by meaning, once bound to an embedder (``None``: the rules alone).
         self.semantic: SemanticCheck | None = None
+        if self.classifiers and self._builtin:
+            self._scan = self._cascade
         if embedder is not None:
             self._use_embedder(embedder)
         self._cache: OrderedDict[str, Finding | None] = OrderedDict()
@@ -179,15 +187,16 @@ class BuiltinScanner:
         self._scan = self._cascade
 
     def _cascade(self, text: str) -> Finding | None:
-        """The rules, then (for what they do not reject) the check by meaning, one verdict."""
-        finding, hits = scan_hits(text, self.policy)
+        """The rules and the classifiers, then (for what they do not reject) the check by meaning, one verdict."""
+        extra = [hit for classify in self.classifiers for hit in classify(text)] if self.classifiers else []
+        finding, hits = scan_hits(text, self.policy, extra)
         semantic = self.semantic
         if finding is not None or semantic is None:
             return finding
-        extra = semantic.hits(text, suspicious=bool(hits))
-        if not extra:
+        meant = semantic.hits(text, suspicious=bool(hits))
+        if not meant:
             return None
-        return decide([*hits, *extra], self.policy)
+        return decide([*hits, *meant], self.policy)
 
     # -- verdicts -------------------------------------------------------------
 
