@@ -50,6 +50,7 @@ __all__ = [
     "check_stored",
     "current_rendered_view",
     "current_stored_check",
+    "nothing_written",
     "recalled_text",
     "rendered_view",
     "stored_check",
@@ -81,6 +82,20 @@ def check_stored(body: str, digest: str = "") -> None:
     check = _CHECK.get()
     if check is not None:
         check(body, digest)
+
+
+def nothing_written() -> None:
+    """Tell the installed check that this retain writes nothing: it repeats an idempotent write (P44).
+
+    A provider with ``checks_stored`` and ``idempotent_writes`` calls it, instead of
+    :func:`check_stored`, when it answers a retain with the result recorded under its
+    idempotency key: no body is written, so there is none to scan (the first write
+    was). Calling it for any other retain is a bug: the write would go unscanned.
+    """
+    check = _CHECK.get()
+    skip = getattr(check, "nothing_written", None)
+    if callable(skip):
+        skip()
 
 
 def _no_check(body: str, digest: str) -> None:

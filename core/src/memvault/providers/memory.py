@@ -47,7 +47,7 @@ from memvault.contract.models import (
 )
 from memvault.contract.registration import RegisterProvider
 from memvault.contract.retention import SweepRequest, SweepResult
-from memvault.contract.scanning import check_stored
+from memvault.contract.scanning import check_stored, nothing_written
 from memvault.contract.versions import CONTRACT_VERSION
 from memvault.hooks.markers import hookimpl
 
@@ -130,6 +130,7 @@ class MemoryProvider:
                 if recorded is not None:
                     if recorded.fingerprint != request.fingerprint():
                         raise IdempotencyConflict(key=request.idempotency_key, workspace_id=request.workspace_id)
+                    nothing_written()  # tells the scanner's check there is no body to scan (P29)
                     return recorded.result  # a repeat: the first result, nothing written (P44)
             docs = self._partitions.setdefault(ref.partition, {})
             old = docs.get(label)

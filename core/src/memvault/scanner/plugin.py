@@ -565,6 +565,10 @@ class _AppendCheck:
         self.called = False
         self.rejected: tuple[str, str, Finding] | None = None
 
+    def nothing_written(self) -> None:
+        """The provider repeats an idempotent write (P44): nothing is written, so nothing to scan."""
+        self.called = True
+
     def __call__(self, stored: str, digest: str) -> None:
         self.called = True
         self.rejected = self.scanner._check_append(self.request, stored, digest)
