@@ -1060,6 +1060,31 @@ class PostgresProvider:
 
         return self._run(get)
 
+    @hookimpl
+    @_translated("quarantine_delete")
+    def memvault_quarantine_delete(self, workspace_id: str, sha256: str) -> int:
+        """Every copy of the body goes, as an erasure's would: the quarantine table is recorded for a
+        rewrite (``VACUUM FULL``) in the same transaction, and rewritten before this returns when it can
+        be; otherwise it stays a pending erasure (health counts it) that the next forget or open finishes.
+        """
+
+        def delete(conn: _Conn) -> int:
+            with conn.transaction():
+                deleted = conn.execute(
+                    "DELETE FROM quarantine WHERE workspace_id = %s AND sha256 = %s", (workspace_id, sha256)
+                ).rowcount
+                if deleted:
+                    conn.execute(
+                        "INSERT INTO erasures (relation, requested_at) VALUES ('quarantine', now())"
+                        " ON CONFLICT (relation) DO UPDATE SET requested_at = excluded.requested_at"
+                    )
+            return int(deleted)
+
+        deleted = self._run(delete)
+        if deleted:
+            self._run(self._scrub)
+        return deleted
+
     def __repr__(self) -> str:
         return f"<PostgresProvider {self.where} schema={self.schema!r}>"
 
