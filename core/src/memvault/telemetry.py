@@ -53,6 +53,7 @@ __all__ = [
     "record_content",
     "server_span",
     "client_span",
+    "set_tracer_provider",
     "traced",
     "tracing",
 ]
@@ -72,6 +73,7 @@ class _Settings:
     record_content = os.environ.get("MEMVAULT_TRACE_CONTENT", "").strip().lower() in _TRUE
     store_id = ""
     installed = ""  # the exporter memvault installed ("console", "otlp"), once per process
+    provider: Any = None  # set_tracer_provider's, when not the global one
 
 
 _settings = _Settings()
@@ -85,21 +87,40 @@ def record_content() -> bool:
 
 def _tracer() -> Any:
     """The tracer, when a real tracer provider is set; ``None`` when spans would record nothing."""
-    global _trace
-    trace = _trace
-    if trace is None:
-        trace = sys.modules.get("opentelemetry.trace")
-        if trace is None or not hasattr(trace, "NoOpTracerProvider"):
+    provider = _settings.provider
+    if provider is None:
+        trace = _trace if _trace is not None else _imported()
+        if trace is None:
             return None  # never imported (or still importing): nobody can have set a provider
-        _trace = trace
-    provider = trace.get_tracer_provider()
-    if provider is _cache[0]:
-        return _cache[1]
-    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
-        return None  # not cached: an application may set its provider later
-    _cache[1] = provider.get_tracer(_SCOPE)
-    _cache[0] = provider
+        provider = trace.get_tracer_provider()
+        if provider is not _cache[0] and isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+            return None  # not cached: an application may set its provider later
+    if provider is not _cache[0]:
+        _cache[1] = provider.get_tracer(_SCOPE)
+        _cache[0] = provider
     return _cache[1]
+
+
+def _imported() -> Any:
+    global _trace
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is not None and hasattr(trace, "NoOpTracerProvider"):
+        _trace = trace
+    return _trace
+
+
+def set_tracer_provider(provider: Any) -> None:
+    """Make memvault's spans with ``provider`` rather than the global tracer provider; ``None``: the global one.
+
+    For an application (or a test) that keeps its own provider instead of setting OpenTelemetry's
+    global one (which can be set once per process).
+    """
+    global _trace
+    if provider is not None:
+        from opentelemetry import trace
+
+        _trace = trace
+    _settings.provider = provider
 
 
 def tracing() -> bool:

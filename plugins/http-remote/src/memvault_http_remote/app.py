@@ -15,6 +15,7 @@ Routes (all under ``/v1``; bodies and results are the :mod:`memvault.contract.wi
 ``/v1/quarantine/list``    POST    ``{"workspace_id"}`` -> ``{"records": [...] | null}``
 ``/v1/quarantine/get``     POST    ``{"workspace_id", "sha256"}`` -> ``{"record": ... | null}``
 ``/v1/openapi.json``       GET     the OpenAPI 3.1 document
+``/metrics``               GET     Prometheus metrics (a token unless ``server.metrics_public``; :mod:`.metrics`)
 =========================  ======  =====================================================
 
 Order of checks on a verb: concurrency bounds (503: the service's total, then
@@ -102,6 +103,7 @@ from memvault_http_remote.limits import (
     read_body,
     refusal_response,
 )
+from memvault_http_remote.metrics import METRICS_PATH, ServiceMetrics, metrics_endpoint
 from memvault_http_remote.openapi import openapi_document
 from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore
 
@@ -667,7 +669,12 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
             app=console_app(vault, settings, service.tokens, run=service.call, health=service.health_cache.get),
         ),
     ]
+    metrics = ServiceMetrics(vault, health=lambda: service.health_cache.status)
+    metrics_route = metrics_endpoint(
+        metrics, authenticate=service.authenticate, public=settings.metrics_public, refresh=service.health_cache.get
+    )
+    routes.append(Route(METRICS_PATH, _guard(metrics_route), methods=["GET"]))
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     service.gate = RequestGate(app, settings, service.tokens, exempt=_exempt, prefix="server", log=log)
     service.provider_calls.gate = service.gate
-    return service.gate
+    return metrics.observe(service.gate, app.routes)

@@ -65,6 +65,7 @@ from collections import deque
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
+from memvault import telemetry
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
@@ -375,7 +376,7 @@ class HttpRemoteProvider:
         """
         conn = self._pool.acquire(timeout)
         try:
-            conn.request(method, self._prefix + path, body=body, headers=self._headers)
+            conn.request(method, self._prefix + path, body=body, headers=telemetry.inject_headers(self._headers))
             response = conn.getresponse()
             data = response.read()
         except BaseException as exc:
@@ -425,6 +426,11 @@ class HttpRemoteProvider:
         raise decoded
 
     def _post(self, verb: str, path: str, payload: Any, *, idempotent: bool, batch: bool = False) -> Any:
+        with telemetry.client_span("POST", self._prefix + path, self._pool.host, self._pool.port):
+            return self._post_retrying(verb, path, payload, idempotent=idempotent, batch=batch)
+
+    def _post_retrying(self, verb: str, path: str, payload: Any, *, idempotent: bool, batch: bool) -> Any:
+        """``_post``'s body: the call, tried again while the answer says so and time remains."""
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         deadline = time.monotonic() + self.timeout
         backoff = _BACKOFF_FIRST

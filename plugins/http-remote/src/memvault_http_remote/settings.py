@@ -18,6 +18,7 @@
     health_timeout = 5.0              # a probe running longer than this reports ok: false
     health_rate = 50.0                # health answers per second at most (callers wait their turn, <= 0.25 s)
     shutdown_grace = 30.0             # seconds SIGTERM waits for in-flight requests
+    metrics_public = false            # true: GET /metrics answers without a token (bind to a private address)
 
     [[server.tokens]]
     name = "agents"
@@ -111,6 +112,11 @@ def _positive(instance: object, attribute: Any, value: Any) -> None:
         )
 
 
+def _flag(instance: object, attribute: Any, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"server.{attribute.name} must be true or false, got {value!r}", field=attribute.name)
+
+
 def _port(instance: object, attribute: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
         raise InvalidRequest(f"server.port must be an integer in 0..65535, got {value!r}", field="port")
@@ -135,6 +141,8 @@ class ServerSettings:
     health_timeout: float = field(default=5.0, validator=_positive)
     health_rate: float = field(default=50.0, validator=_positive)
     shutdown_grace: float = field(default=30.0, validator=_positive)
+    #: ``GET /metrics`` without a token (default: any valid token is needed).
+    metrics_public: bool = field(default=False, validator=_flag)
 
     @property
     def batch_items_limit(self) -> int:
