@@ -32,7 +32,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from memvault import check_stored
+from memvault import check_stored, telemetry
 from memvault import search as text
 from memvault.contract import wire
 from memvault.contract.embedding import PendingLine, QueryVector, line_digest, vectors_from_bytes
@@ -178,7 +178,7 @@ def _translated(
     ) -> Callable[Concatenate[PostgresProvider, _P], _T]:
         @functools.wraps(method)
         def translated(self: PostgresProvider, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-            with self._errors(verb):
+            with telemetry.db_span("postgresql", verb), self._errors(verb):
                 return method(self, *args, **kwargs)
 
         return translated
