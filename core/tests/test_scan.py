@@ -610,11 +610,14 @@ _SPLIT_PAYLOADS = [
 )
 @settings(max_examples=80, deadline=None)
 def test_p30_append_verdicts_equal_a_full_rescan(cut: float, payload: str, padding: int) -> None:
-    """Whatever the split, an append is rejected exactly when the whole final body fails the scan."""
+    """Whatever the split, an append is rejected exactly when the whole final body fails the scan.
+
+    The rules' scan: the check by meaning judges a cut line as written (a half sentence can read as an
+    attack), and has its own test (test_scan_semantic.py)."""
     body = "Melanie: the kids loved the museum trip.\n" * padding + payload + "\nthanks!\n"
     cut = min(int(cut * len(body)), len(body) - 1)
     first, second = body[:cut], body[cut:]
-    with memvault.open("memory") as vault:
+    with memvault.open("memory", embedder="off") as vault:
         if first and scan(first) is not None:
             return  # the first part is already rejected on its own; nothing to compare
         if first:

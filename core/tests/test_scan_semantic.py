@@ -204,6 +204,23 @@ def test_an_append_embeds_only_its_new_windows(vault: memvault.Vault) -> None:
     assert semantic.windows_embedded - before == 1  # the stored line's verdict was cached
 
 
+def test_an_append_is_judged_by_meaning_as_the_whole_body_is(embedder: Any) -> None:
+    """At every line boundary, an append behind a clean body is rejected exactly when the whole body is."""
+    lines = [f"Melanie: the kids loved the museum trip number {i}.\n" for i in range(12)]
+    body = "".join(lines[:8]) + OVERRIDE_PARAPHRASE + "\n" + "".join(lines[8:])
+    whole = BuiltinScanner(embedder=embedder).verdict(body)[1]
+    assert whole is not None
+    assert whole.pattern.startswith("semantic:")
+    starts = [i + 1 for i, ch in enumerate(body) if ch == "\n"][:-1]
+    for cut in starts:
+        scanner = BuiltinScanner(embedder=embedder)
+        first, second = body[:cut], body[cut:]
+        if scanner.verdict(first)[1] is not None:
+            continue
+        _digest, finding = scanner._append_verdict(first, second)
+        assert finding is not None, cut
+
+
 def test_text_in_other_scripts_is_left_to_the_rules(embedder: Any) -> None:
     """The shipped model reads English: a benign line in Korean is not compared (it would land near the
     corpus's Korean attack)."""

@@ -33,6 +33,8 @@ from memvault.contract.errors import InvalidRequest
 from memvault.scanner.normalise import HANGUL_FILLERS, Views, confusables, fold, format_chars, native_view, views
 from memvault.scanner.rules import (
     ADDRESSED,
+    CASCADE_STRONG_WORDS,
+    CASCADE_WEAK_WORDS,
     CATEGORIES,
     EXFILTRATION,
     INVISIBLE,
@@ -493,7 +495,7 @@ def _index(rules: Iterable[tuple[int, Rule]], *, view: str) -> _Index:
 @functools.cache
 def _vocabulary() -> frozenset[str]:
     """Every word a trigger, a trigger group or a decode hint looks up: all a text's word set needs to hold."""
-    words: set[str] = set(_HINT_WORDS) | {"64", "base", "13", "rot"}
+    words: set[str] = set(_HINT_WORDS) | {"64", "base", "13", "rot"} | CASCADE_STRONG_WORDS | CASCADE_WEAK_WORDS
     for index in _indexes().values():
         words.update(index.word_keys)
         for groups in index.requires.values():
@@ -701,8 +703,13 @@ def _decide(hits: list[Hit], policy: ScanPolicy) -> Finding | None:
     )
 
 
-def _scan(text: str, depth: int, form: str, policy: ScanPolicy, hits: list[Hit]) -> Finding | None:
+def _scan(
+    text: str, depth: int, form: str, policy: ScanPolicy, hits: list[Hit], words: set[str] | None = None
+) -> Finding | None:
     seen = _collect(text, form, policy, hits)
+    if words is not None and depth == 0:
+        words.update(seen.wordset)
+        words.update(seen.raw_words)
     verdict = _decide(hits, policy) if hits else None
     if verdict is not None or depth >= _MAX_DEPTH:
         return verdict
@@ -734,12 +741,16 @@ def scan(text: str, policy: ScanPolicy = DEFAULT_POLICY, extra_hits: Iterable[Hi
 
 
 def scan_hits(
-    text: str, policy: ScanPolicy = DEFAULT_POLICY, extra_hits: Iterable[Hit] = ()
+    text: str, policy: ScanPolicy = DEFAULT_POLICY, extra_hits: Iterable[Hit] = (), words: set[str] | None = None
 ) -> tuple[Finding | None, tuple[Hit, ...]]:
     """Like :func:`scan`, and every rule that fired too, also when none reached its threshold: the
-    evidence a second opinion (the check by meaning, a classifier) adds to with :func:`decide`."""
+    evidence a second opinion (the check by meaning, a classifier) adds to with :func:`decide`.
+
+    :param words: a set that receives the text's words the engine looks up (its rules' trigger words
+        and the check by meaning's cascade words), from the word view it computes anyway.
+    """
     hits = [h for h in extra_hits if h.pattern not in policy.allow] if extra_hits else []
-    finding = _scan(text, 0, "plain", policy, hits)
+    finding = _scan(text, 0, "plain", policy, hits, words)
     return finding, tuple(hits)
 
 

@@ -189,11 +189,12 @@ class BuiltinScanner:
     def _cascade(self, text: str) -> Finding | None:
         """The rules and the classifiers, then (for what they do not reject) the check by meaning, one verdict."""
         extra = [hit for classify in self.classifiers for hit in classify(text)] if self.classifiers else []
-        finding, hits = scan_hits(text, self.policy, extra)
+        words: set[str] = set()
+        finding, hits = scan_hits(text, self.policy, extra, words)
         semantic = self.semantic
         if finding is not None or semantic is None:
             return finding
-        meant = semantic.hits(text, suspicious=bool(hits))
+        meant = semantic.hits(text, suspicious=bool(hits), words=words)
         if not meant:
             return None
         return decide([*hits, *meant], self.policy)

@@ -28,6 +28,8 @@ from typing import Any, Final
 from attrs import frozen
 
 __all__ = [
+    "CASCADE_STRONG_WORDS",
+    "CASCADE_WEAK_WORDS",
     "ADDRESSED",
     "CATEGORIES",
     "EXFILTRATION",
@@ -89,6 +91,40 @@ def _words(pattern: str) -> re.Pattern[str]:
     """A words-view pattern: every space also matches no space (``ignoreall previous``)."""
     return re.compile(pattern.replace(" ", " ?"))
 
+
+def _word_list(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: The check by meaning's cascade (:mod:`memvault.scanner.semantic`): one of these words lets a window of
+#: text through to the model: what attack intents talk about
+#: (instructions, the model, secrets, sending) and everyday text rarely says.
+CASCADE_STRONG_WORDS: Final = _word_list(
+    """
+    instruction instructions directive directives guidance guideline guidelines prompt prompts override
+    overrides disregard disregarding supersede supersedes superseded obey comply unrestricted unfiltered
+    uncensored jailbreak jailbroken restrictions persona assistant assistants ai llm llms chatbot
+    administrator admin webhook exfiltrate exfiltration transmit credential credentials password
+    passwords passcode token tokens apikey api curl wget transcript verbatim guardrails safeguards
+    unmoderated leak harvest harvested
+    """
+)
+#: Two of these words (or one and one of :data:`CASCADE_STRONG_WORDS`) let a window through. The engine's
+#: word view keeps both lists, so the rules' scan hands the check the words it needs.
+CASCADE_WEAK_WORDS: Final = _word_list(
+    """
+    system policy policies rule rules model agent bot ignore ignoring forget discard dismiss void
+    cancelled canceled filter filters safety pretend roleplay developer mode secret secrets key keys ssh
+    env send forward upload email mail url link http https post tool function invoke execute command
+    shell arguments parameters payload memory memories conversation history chat context notes previous
+    prior earlier above preceding former everything reveal hidden instead now setup configuration
+    configured directions orders briefing constraints limits boundaries authority operators operator
+    obsolete expired withdrawn abandon outranks honouring honoring character twin unlocked rogue relay
+    ship inbox endpoint server external outside third party drop login details trigger launch wipe
+    permissions grant silently quietly secretly confirmation record entry reader readers processing
+    retrieves machine automated summarising summarizing user users whatever standing
+    """
+)
 
 # -- building blocks ---------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ When the vault's embedder is another model, the check is skipped and one
 WARNING on ``memvault.scanner`` says so (vectors of two models are never
 compared, contract P38).
 
-May import: :mod:`memvault.contract` and :mod:`memvault.scanner.engine`.
+May import: :mod:`memvault.contract`, :mod:`memvault.scanner.engine` and :mod:`memvault.scanner.rules`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from importlib import resources
 from typing import Any, Final
 
@@ -45,6 +46,7 @@ from attrs import frozen
 
 from memvault.contract.embedding import Embedder
 from memvault.scanner.engine import Hit
+from memvault.scanner.rules import CASCADE_STRONG_WORDS, CASCADE_WEAK_WORDS
 
 __all__ = [
     "MAX_WINDOWS",
@@ -88,38 +90,15 @@ CACHE_SIZE: Final = 4096
 _MAX_FOREIGN: Final = 0.10
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-#: One of these words lets a window through the cascade: what attack intents talk about
-#: (instructions, the model, secrets, sending) and everyday text rarely says.
-STRONG_WORDS: Final = _words(
-    """
-    instruction instructions directive directives guidance guideline guidelines prompt prompts override
-    overrides disregard disregarding supersede supersedes superseded obey comply unrestricted unfiltered
-    uncensored jailbreak jailbroken restrictions persona assistant assistants ai llm llms chatbot
-    administrator admin webhook exfiltrate exfiltration transmit credential credentials password
-    passwords passcode token tokens apikey api curl wget transcript verbatim guardrails safeguards
-    unmoderated leak harvest harvested
-    """
-)
+#: One of these words lets a window through the cascade (see :data:`memvault.scanner.rules.CASCADE_STRONG_WORDS`).
+STRONG_WORDS: Final = CASCADE_STRONG_WORDS
 #: Two of these words (or one and one of :data:`STRONG_WORDS`) let a window through.
-WEAK_WORDS: Final = _words(
-    """
-    system policy policies rule rules model agent bot ignore ignoring forget discard dismiss void
-    cancelled canceled filter filters safety pretend roleplay developer mode secret secrets key keys ssh
-    env send forward upload email mail url link http https post tool function invoke execute command
-    shell arguments parameters payload memory memories conversation history chat context notes previous
-    prior earlier above preceding former everything reveal hidden instead now setup configuration
-    configured directions orders briefing constraints limits boundaries authority operators operator
-    obsolete expired withdrawn abandon outranks honouring honoring character twin unlocked rogue relay
-    ship inbox endpoint server external outside third party drop login details trigger launch wipe
-    permissions grant silently quietly secretly confirmation record entry reader readers processing
-    retrieves machine automated summarising summarizing user users whatever standing
-    """
-)
-_WORD: Final = re.compile(r"[a-z]+")
+WEAK_WORDS: Final = CASCADE_WEAK_WORDS
+#: Every byte but a-z and A-Z becomes a space: ``bytes.split`` then yields the words (C speed, no regex;
+#: the text's non-ASCII characters are dropped first, and the vocabulary is ASCII).
+_NON_LETTERS: Final = bytes(b if chr(b).isascii() and chr(b).isalpha() else 32 for b in range(256))
+_STRONG: Final = frozenset(word.encode("ascii") for word in STRONG_WORDS)
+_WEAK: Final = frozenset(word.encode("ascii") for word in WEAK_WORDS)
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])\s+")
 
 
@@ -194,10 +173,10 @@ def windows(text: str) -> list[tuple[int, int]]:
 
 def passes_cascade(window: str) -> bool:
     """Whether a window's words make it worth the model's time (:data:`STRONG_WORDS`, two of :data:`WEAK_WORDS`)."""
-    words = set(_WORD.findall(window.lower()))
-    if not words.isdisjoint(STRONG_WORDS):
+    words = set(window.encode("ascii", "ignore").translate(_NON_LETTERS).lower().split())
+    if not words.isdisjoint(_STRONG):
         return True
-    return len(words & WEAK_WORDS) >= 2
+    return len(words & _WEAK) >= 2
 
 
 class SemanticCheck:
@@ -219,12 +198,23 @@ class SemanticCheck:
         if not self.usable:
             _warn_model(embedder.model_id, self.intents.model_id)
 
-    def hits(self, text: str, suspicious: bool = False) -> list[Hit]:
+    def hits(self, text: str, suspicious: bool = False, words: AbstractSet[str] | None = None) -> list[Hit]:
         """Semantic hits for ``text``'s windows (none when the check is not usable).
 
         :param suspicious: the rules found something below threshold: every window reaches the model.
+        :param words: the text's words the rules already looked up (:func:`memvault.scanner.engine.scan_hits`
+            collects them), so the common case (no window can pass) costs two set intersections.
         """
         if not self.usable:
+            return []
+        if words is not None:
+            whole = not words.isdisjoint(STRONG_WORDS) or len(words & WEAK_WORDS) >= 2
+        else:
+            whole = passes_cascade(text)
+        if not suspicious and not whole:
+            # No window of the text can pass if the whole does not: the common case costs one split.
+            with self._lock:
+                self.texts += 1
             return []
         chosen: list[tuple[int, int, str]] = []
         for start, end in windows(text):
