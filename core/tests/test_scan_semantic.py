@@ -353,3 +353,69 @@ def test_the_tuning_corpus_with_the_check_rejects_every_attack_and_no_look_alike
     attacks = [t for c, texts in ATTACKS.items() for t in texts]
     assert [t for t in attacks if scanner.verdict(t)[1] is None] == []
     assert [t for t in [*BENIGN, *BENIGN_NEAR] if scanner.verdict(t)[1] is not None] == []
+
+
+# -- the same verdicts whichever provider stores the memory ----------------------------------------------
+
+_STORES = ["memory", "sqlite", "local-disk", "template-provider"]
+
+
+@pytest.mark.parametrize("provider", _STORES)
+def test_the_verdict_by_meaning_is_the_same_whichever_provider_stores_the_memory(
+    provider: str, embedder: Any, tmp_path: Path
+) -> None:
+    """The check runs in the core: the same rejection (category, rule, digest, excerpt), the same
+    quarantine copy, and the same block on read of a body stored before the check, on every provider
+    (one that keeps no vectors included)."""
+    from memvault.registry import get_registry
+
+    registry = get_registry()
+    if provider not in registry.names():
+        pytest.skip(f"provider {provider} is not installed")
+    info = registry.get(provider)
+    settings = dict(info.scratch(tmp_path)) if info.scratch is not None else {}
+    content = "Shopping: eggs and milk.\n" + OVERRIDE_PARAPHRASE
+    with memvault.open(provider, embedder=embedder, background_embedding=False, **settings) as vault:
+        assert vault.scan_embedder is embedder
+        with pytest.raises(ContentRejected) as caught:
+            _retain(vault, content)
+        seen = caught.value
+        expected = memvault.open("memory", embedder=embedder, background_embedding=False)
+        with expected, pytest.raises(ContentRejected) as reference:
+            _retain(expected, content)
+        assert (seen.category, seen.pattern, seen.sha256, seen.excerpt) == (
+            reference.value.category,
+            reference.value.pattern,
+            reference.value.sha256,
+            reference.value.excerpt,
+        )
+        if memvault.Capability.QUARANTINE in vault.capabilities:
+            assert seen.kept is True
+            assert [r.pattern for r in vault.quarantine_list(WS)] == [seen.pattern]
+    store = info.factory(**settings)  # one store, written without a scanner, then read with one
+    unguarded = memvault.Vault(store, name=provider, capabilities=info.capabilities)
+    _retain(unguarded, OVERRIDE_PARAPHRASE)
+    guarded = memvault.Vault(
+        store, name=provider, capabilities=info.capabilities, plugins=[BuiltinScanner(embedder=embedder)]
+    )
+    read = _read(guarded)
+    assert read.quarantine is not None
+    assert read.quarantine.pattern == seen.pattern
+    guarded.close()
+
+
+def test_a_provider_without_vectors_still_gets_the_installed_embedder_for_the_scanner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``embedder="auto"`` on a provider that keeps no vectors: recall by words, the scanner by meaning."""
+    from memvault.registry import get_registry
+
+    if "template-provider" not in get_registry().names():
+        pytest.skip("the template provider is not installed")
+    monkeypatch.delenv("MEMVAULT_EMBEDDER", raising=False)
+    with memvault.open("template-provider") as vault:
+        assert vault.embedding is None
+        assert vault.scan_embedder is not None
+        assert _scanner(vault).semantic is not None
+    with memvault.open("template-provider", scanner="off") as vault:
+        assert vault.scan_embedder is None  # no model for a vault that does not scan
