@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterator
 from typing import Any
 
@@ -195,6 +196,16 @@ def _all_checks() -> list[Any]:
 # One setting departs from schemathesis's defaults: a schema-valid body may be refused with 422,
 # because the scanner's verdict (ContentRejected: invisible characters, injection phrases, P29) is
 # not a schema rule. Every other refusal of schema-valid data still fails the run.
+# A schema-valid expires_at in the past is refused with 400 (P41: "in the future" is no schema rule, it
+# depends on the time of the call): generated date-times are in the future, any offset.
+schemathesis.openapi.format(
+    "date-time",
+    st.builds(
+        lambda when, minutes: when.replace(tzinfo=_dt.timezone(_dt.timedelta(minutes=minutes))).isoformat(),
+        st.datetimes(min_value=_dt.datetime(2100, 1, 1), max_value=_dt.datetime(9998, 12, 31)),
+        st.integers(min_value=-14 * 60 + 1, max_value=14 * 60 - 1),
+    ),
+)
 #: The fuzzed service's settings: a generated batch may hold up to max_batch_items (64) items, each
 #: counting as one request, so the token may have 64 in flight (the document says so: its maxItems).
 _FUZZED_SETTINGS = ServerSettings(max_per_token=64)

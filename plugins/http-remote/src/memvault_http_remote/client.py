@@ -15,7 +15,17 @@ Retries, all inside the one ``timeout`` budget, with exponential backoff:
 * recall, read, forget, list documents, retain with ``mode="replace"`` and the quarantine calls are
   idempotent: retried after a connection failure, a dropped connection, a 502
   or a 503.
-* retain with ``mode="append"`` is not idempotent: it is retried only when the
+* a retain carrying an ``idempotency_key`` (contract P44) is safe to repeat: the service
+  answers a repeat with the first write's result and writes nothing. It is retried after a
+  connection failure, a connection dropped after the request was sent, a 502, a 503 or a
+  504, with exponential backoff and jitter, until ``retry_deadline`` seconds (default 10)
+  have passed since the call began (each attempt within ``timeout``). When the service's
+  provider records keys (``idempotent_writes`` in ``GET /v1/capabilities``, asked once and
+  remembered), the client gives every retain without a key one of its own (``mv-`` and a
+  random uuid4), so every append is retried safely. A key sent to a service whose provider
+  does not record keys is :class:`~memvault.errors.NotSupported`, never a write that is
+  silently not idempotent. A 4xx is never retried.
+* retain with ``mode="append"`` and no key is not idempotent: it is retried only when the
   request provably was not applied — the TCP connection could not be opened
   (nothing was sent) or the service answered 503 from its concurrency gate
   (refused before the provider ran). A dropped connection or a 5xx after the
@@ -56,19 +66,24 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import random
 import select
 import socket
 import ssl
 import threading
 import time
+import uuid
 from collections import deque
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
+import attrs
+
 from memvault import telemetry
-from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.contract.errors import InvalidRequest, MemvaultError, NotSupported, UpstreamError, UpstreamTimeout
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
+    Capability,
     ForgetRequest,
     ForgetResult,
     HealthStatus,
@@ -83,11 +98,12 @@ from memvault.contract.models import (
     RetainRequest,
     RetainResult,
 )
+from memvault.contract.retention import SweepRequest, SweepResult
 from memvault.contract.wire import structure, unstructure
 from memvault.hooks.markers import hookimpl
 from memvault_http_remote.errorwire import decode_error
 
-__all__ = ["HEALTH_BUDGET", "HttpRemoteProvider"]
+__all__ = ["DEFAULT_RETRY_DEADLINE", "HEALTH_BUDGET", "HttpRemoteProvider"]
 
 _R = TypeVar("_R")
 #: Health answers within this many seconds, under the vault's 1.0 s remote deadline (P26).
@@ -95,6 +111,10 @@ HEALTH_BUDGET: Final = 0.8
 _BACKOFF_FIRST: Final = 0.05
 _BACKOFF_MAX: Final = 1.0
 _RETRY_STATUS: Final = frozenset({502, 503})
+#: What a write with an idempotency key is retried after: the service or a proxy before it failed or timed out.
+_KEYED_RETRY_STATUS: Final = frozenset({502, 503, 504})
+#: How long a write with an idempotency key is retried by default (seconds, from the call's start).
+DEFAULT_RETRY_DEADLINE: Final = 10.0
 #: Connections open at once per provider; a call past it waits (within its timeout) for one.
 _MAX_CONNECTIONS: Final = 64
 #: Idle connections kept for reuse.
@@ -293,9 +313,18 @@ class HttpRemoteProvider:
     :param timeout: seconds a call may take in total, retries included.
     :param batch_max: appends (and replaces) that threads issue while one of this client's retains is in
         flight are sent together, up to this many per ``POST /v1/retain/batch``; 0 or 1 sends each alone.
+    :param retry_deadline: seconds a retain with an idempotency key is retried for, from the call's start,
+        after connection failures and 502/503/504 (each attempt waits at most ``timeout``).
     """
 
-    def __init__(self, url: str, token: str = "", timeout: float = 10.0, batch_max: int = DEFAULT_BATCH_MAX) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str = "",
+        timeout: float = 10.0,
+        batch_max: int = DEFAULT_BATCH_MAX,
+        retry_deadline: float = DEFAULT_RETRY_DEADLINE,
+    ) -> None:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
             raise InvalidRequest(
@@ -305,6 +334,15 @@ class HttpRemoteProvider:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise InvalidRequest(
                 f"timeout must be a positive, finite number of seconds, got {timeout!r}", field="timeout"
+            )
+        if (
+            isinstance(retry_deadline, bool)
+            or not isinstance(retry_deadline, (int, float))
+            or not 0 < retry_deadline < math.inf
+        ):
+            raise InvalidRequest(
+                f"retry_deadline must be a positive, finite number of seconds, got {retry_deadline!r}",
+                field="retry_deadline",
             )
         if isinstance(batch_max, bool) or not isinstance(batch_max, int) or batch_max < 0:
             raise InvalidRequest(
@@ -330,6 +368,9 @@ class HttpRemoteProvider:
             )
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
+        self.retry_deadline = float(retry_deadline)
+        #: The service's provider's capabilities, once ``GET /v1/capabilities`` answered (``None``: not yet).
+        self._service_capabilities: frozenset[str] | None = None
         self._prefix = parts.path.rstrip("/")
         self._headers = {
             "Accept": "application/json",
@@ -354,6 +395,7 @@ class HttpRemoteProvider:
 
     def _forked(self) -> None:
         """In a forked child: new connections, and the parent's queued retains left to the parent."""
+        random.seed()  # the child's jitter is its own
         self._pool.forked()
         self._retains_lock = threading.Lock()
         self._retains = threading.Condition(self._retains_lock)
@@ -392,7 +434,14 @@ class HttpRemoteProvider:
         return response.status, data
 
     def _attempt(
-        self, verb: str, path: str, body: bytes, remaining: float, idempotent: bool, batch: bool = False
+        self,
+        verb: str,
+        path: str,
+        body: bytes,
+        remaining: float,
+        idempotent: bool,
+        batch: bool = False,
+        retry_status: frozenset[int] = _RETRY_STATUS,
     ) -> Any:
         where = self._where(verb)
         try:
@@ -403,7 +452,10 @@ class HttpRemoteProvider:
                 raise _Retry(UpstreamTimeout(f"{where}: connecting timed out")) from cause
             raise _Retry(UpstreamError(f"{where}: cannot connect ({cause}); is `memvault serve` running?")) from cause
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"{where} did not answer within {self.timeout:g} s") from exc
+            timeout = UpstreamTimeout(f"{where} did not answer within {self.timeout:g} s")
+            if idempotent and 504 in retry_status:  # a keyed write: its repeat is answered, never applied twice
+                raise _Retry(timeout) from exc
+            raise timeout from exc
         except (OSError, http.client.HTTPException) as exc:
             error = UpstreamError(f"{where}: the connection failed mid-request ({type(exc).__name__}: {exc})")
             if idempotent:
@@ -421,29 +473,44 @@ class HttpRemoteProvider:
         except ValueError:
             answer = None
         decoded = decode_error(status, answer, where)
-        if status == 503 or (idempotent and status in _RETRY_STATUS):
+        if status == 503 or (idempotent and status in retry_status):
             raise _Retry(decoded)
         raise decoded
 
-    def _post(self, verb: str, path: str, payload: Any, *, idempotent: bool, batch: bool = False) -> Any:
+    def _post(
+        self, verb: str, path: str, payload: Any, *, idempotent: bool, batch: bool = False, keyed: bool = False
+    ) -> Any:
         with telemetry.client_span("POST", self._prefix + path, self._pool.host, self._pool.port):
-            return self._post_retrying(verb, path, payload, idempotent=idempotent, batch=batch)
+            return self._post_retrying(verb, path, payload, idempotent=idempotent, batch=batch, keyed=keyed)
 
-    def _post_retrying(self, verb: str, path: str, payload: Any, *, idempotent: bool, batch: bool) -> Any:
-        """``_post``'s body: the call, tried again while the answer says so and time remains."""
+    def _post_retrying(
+        self, verb: str, path: str, payload: Any, *, idempotent: bool, batch: bool, keyed: bool = False
+    ) -> Any:
+        """``_post``'s body: the call, tried again while the answer says so and time remains.
+
+        :param keyed: every retain of the write carries an idempotency key: also retried after a
+            connection dropped mid-request and a 504, until ``retry_deadline``.
+        """
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        deadline = time.monotonic() + self.timeout
+        started = time.monotonic()
+        deadline = started + self.timeout
+        # A keyed write is tried again while retry_deadline has not passed; each attempt has its timeout.
+        retry_until = started + self.retry_deadline if keyed else deadline
+        retry_status = _KEYED_RETRY_STATUS if keyed else _RETRY_STATUS
         backoff = _BACKOFF_FIRST
         while True:
+            if keyed:
+                deadline = max(deadline, time.monotonic() + self.timeout)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise UpstreamTimeout(f"{self._where(verb)} did not answer within {self.timeout:g} s")
             try:
-                return self._attempt(verb, path, body, remaining, idempotent, batch)
+                return self._attempt(verb, path, body, remaining, idempotent or keyed, batch, retry_status)
             except _Retry as retry:
-                if time.monotonic() + backoff >= deadline:
+                if time.monotonic() + backoff >= retry_until:
                     raise retry.error from retry.__cause__
-                time.sleep(backoff)
+                # Jitter: clients that failed together do not all come back at the same moment.
+                time.sleep(backoff * (0.5 + random.random() / 2))
                 backoff = min(backoff * 2, _BACKOFF_MAX)
 
     def _call(self, verb: str, path: str, request: object, result_type: type[_R], *, idempotent: bool) -> _R:
@@ -459,8 +526,51 @@ class HttpRemoteProvider:
 
     # -- verbs -------------------------------------------------------------------
 
+    def service_capabilities(self) -> frozenset[str] | None:
+        """The capabilities of the service's provider (``GET /v1/capabilities``), asked once and remembered;
+        ``None`` while the service cannot be asked (asked again next time). A service without the route or
+        with an answer that names none has none."""
+        if self._service_capabilities is None:
+            try:
+                status, raw = self._send("GET", "/v1/capabilities", None, self.timeout)
+            except (_ConnectFailed, OSError, http.client.HTTPException):
+                return None
+            if status not in (200, 404, 405):
+                return None  # a token refused, the service failing: ask again next time
+            try:
+                names = json.loads(raw)["capabilities"] if status == 200 else []
+                self._service_capabilities = frozenset(str(c) for c in names)
+            except (ValueError, KeyError, TypeError):
+                self._service_capabilities = frozenset()
+        return self._service_capabilities
+
+    def honours_idempotency_keys(self) -> bool:
+        """Whether the service's provider records idempotency keys (P44), so a retain may carry one."""
+        capabilities = self.service_capabilities()
+        return capabilities is not None and Capability.IDEMPOTENT_WRITES in capabilities
+
+    def _keyed(self, request: RetainRequest) -> RetainRequest:
+        """``request`` with an idempotency key when the service records them: retrying it is then safe.
+
+        :raises NotSupported: the request carries a key and the service's provider records none.
+        """
+        if request.idempotency_key:
+            capabilities = self.service_capabilities()
+            if capabilities is not None and Capability.IDEMPOTENT_WRITES not in capabilities:
+                raise NotSupported(
+                    f"{self._where('retain')}: its provider does not record idempotency keys (no "
+                    f"'{Capability.IDEMPOTENT_WRITES}' capability), so a write with idempotency_key "
+                    f"{request.idempotency_key!r} could be applied twice: send it without a key, or serve a "
+                    "provider that records them (memory, sqlite, postgres, local-disk)"
+                )
+            return request
+        if not self.honours_idempotency_keys():
+            return request
+        return attrs.evolve(request, idempotency_key=f"mv-{uuid.uuid4().hex}")
+
     @hookimpl
     def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        request = self._keyed(request)
         if self.batch_max <= 1 or not self._batch_route:
             return self._retain_one(request)
         me = _Pending(request, self._retains_lock)
@@ -495,6 +605,17 @@ class HttpRemoteProvider:
     def memvault_retain_many(self, requests: list[RetainRequest]) -> list[RetainResult | MemvaultError]:
         """``Vault.retain_many``: the list in order, ``batch_max`` retains per ``POST /v1/retain/batch``."""
         outcomes: list[RetainResult | MemvaultError] = []
+        keyed: list[RetainRequest | MemvaultError] = []
+        for request in requests:
+            try:
+                keyed.append(self._keyed(request))
+            except MemvaultError as exc:
+                keyed.append(exc)
+        if any(isinstance(k, MemvaultError) for k in keyed):
+            # A key the service cannot honour fails that item alone; the others go out as they would.
+            answers = iter(self.memvault_retain_many([k for k in keyed if isinstance(k, RetainRequest)]))
+            return [k if isinstance(k, MemvaultError) else next(answers) for k in keyed]
+        requests = [k for k in keyed if isinstance(k, RetainRequest)]
         size = max(1, self.batch_max)
         for start in range(0, len(requests), size):
             chunk = requests[start : start + size]
@@ -511,7 +632,14 @@ class HttpRemoteProvider:
         return outcomes
 
     def _retain_one(self, request: RetainRequest) -> RetainResult:
-        return self._call("retain", "/v1/retain", request, RetainResult, idempotent=request.mode is Mode.REPLACE)
+        data = self._post(
+            "retain",
+            "/v1/retain",
+            unstructure(request),
+            idempotent=request.mode is Mode.REPLACE,
+            keyed=bool(request.idempotency_key),
+        )
+        return self._read("retain", data, RetainResult)
 
     def _await_turn(self, me: _Pending) -> None:
         """Wait (holding the condition) until ``me`` has an outcome or is to send a batch, or its wait ends."""
@@ -623,8 +751,9 @@ class HttpRemoteProvider:
         if independent:
             payload["independent"] = True
         idempotent = all(pending.request.mode is Mode.REPLACE for pending in batch)
+        keyed = all(pending.request.idempotency_key for pending in batch)
         try:
-            data = self._post("retain", "/v1/retain/batch", payload, idempotent=idempotent, batch=True)
+            data = self._post("retain", "/v1/retain/batch", payload, idempotent=idempotent, batch=True, keyed=keyed)
         except _BatchRefused as refused:
             if refused.status in (404, 405):
                 self._batch_route = False  # an older service: every retain goes alone from now on
@@ -672,6 +801,8 @@ class HttpRemoteProvider:
             return UpstreamError(f"{where} sent a batch result memvault cannot read: {item!r}"[:300])
         if request.mode is Mode.REPLACE and status in _RETRY_STATUS:
             return _ALONE  # /v1/retain retries a replace after these: so does its own request
+        if request.idempotency_key and status in _KEYED_RETRY_STATUS:
+            return _ALONE  # and a keyed write after these (a repeat is answered, never applied twice)
         return decode_error(status, item, where)
 
     @hookimpl
@@ -740,6 +871,21 @@ class HttpRemoteProvider:
         )
         record = data.get("record") if isinstance(data, dict) else None
         return None if record is None else self._read("quarantine get", record, QuarantineRecord)
+
+    # -- memory over time (P41-P45) -----------------------------------------------------
+
+    @hookimpl
+    def memvault_sweep_expired(self, request: SweepRequest) -> SweepResult:
+        """A service sweeps its own store (``memvault serve`` runs its vault's background sweep, under the
+        service's own policy): a client sweeping it would apply the client's policy to every tenant's data.
+
+        :raises NotSupported: always, saying where to run the sweep.
+        """
+        raise NotSupported(
+            f"{self._where('sweep')}: a service sweeps its own store in the background (its [retention] "
+            "sweep_interval), under its own policy; to sweep now, run `memvault retention apply` with the "
+            "service's config, where the service runs"
+        )
 
     # -- extras --------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from memvault.contract import errors as _errors
 from memvault.contract.errors import (
     CapExceeded,
     ContentRejected,
+    IdempotencyConflict,
     InvalidRequest,
     MemvaultError,
     NotSupported,
@@ -53,6 +54,7 @@ _STATUS: Final[dict[type[MemvaultError], int]] = {
     InvalidRequest: 400,
     Unauthorized: 403,
     CapExceeded: 409,
+    IdempotencyConflict: 409,
     ContentRejected: 422,
     NotSupported: 422,
     UpstreamTimeout: 504,

@@ -162,9 +162,21 @@ _SCHEMAS: Final[dict[str, Any]] = {
                 "content": {**_TEXT, "minLength": 1},
                 "mode": {"type": "string", "enum": ["replace", "append"]},
                 "data_subject_id": _OPT_ID,
+                "expires_at": {
+                    "oneOf": [_TIME, {"type": "null"}],
+                    "description": "optional (P41): when the whole document expires, ISO-8601 with a UTC offset "
+                    "(2026-05-01T00:00:00+00:00), in the future (a time past is a 400); it is absent for every "
+                    "verb from then. null or absent: no expiry",
+                },
+                "idempotency_key": {
+                    **_OPT_ID,
+                    "description": "optional (P44): a repeat with the same key and the same request returns the "
+                    "first result and writes nothing; the same key with another request is a 409 "
+                    "IdempotencyConflict. Keys are kept for the service's idempotency window (24 h by default)",
+                },
             },
             ["workspace_id", "tier", "content", "mode"],
-            "Store content in one document (contract P5-P13). The lessons tier is read-only here.",
+            "Store content in one document (contract P5-P13, P41, P44). The lessons tier is read-only here.",
         ),
         "oneOf": _addressed([t for t in _TIERS if t != Tier.LESSONS.value]),
     },
@@ -377,6 +389,12 @@ _SCHEMAS: Final[dict[str, Any]] = {
                 "description": "lines waiting for a vector of the service's embedder (P37); found by their words "
                 "meanwhile; absent means 0",
             },
+            "retention_overdue": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "documents past their expiry that the sweep has not removed yet (P43); absent from "
+                "every verb already; absent means 0",
+            },
         },
         ["ok", "message", "checked_at"],
     ),
@@ -411,6 +429,10 @@ _SCHEMAS: Final[dict[str, Any]] = {
             "subjects": {"type": "array", "items": _ID},
             "digest": {**_DIGEST, "description": "hex sha256 of the body's UTF-8 bytes"},
             "updated_at": {"oneOf": [_TIME, {"type": "null"}]},
+            "expires_at": {
+                "oneOf": [_TIME, {"type": "null"}],
+                "description": "when the document expires (P41); absent or null: never",
+            },
         },
         ["workspace_id", "agent_id", "crew_id", "tier", "label", "bytes", "subjects", "digest", "updated_at"],
     ),
@@ -431,6 +453,11 @@ _SCHEMAS: Final[dict[str, Any]] = {
             "content": _TEXT,
             "created_at": _TIME,
             "data_subject_id": _OPT_ID,
+            "expires_at": {
+                "oneOf": [_TIME, {"type": "null"}],
+                "description": "when the copy expires (P42): the rejected write's expiry or its tier's retention; "
+                "absent or null: never",
+            },
         },
         ["workspace_id", "label", "category", "pattern", "sha256", "content"],
     ),
@@ -460,7 +487,8 @@ _ERROR_TEXT: Final = {
     "401": "Unauthorized: no bearer token, or an unknown one",
     "403": "Unauthorized: the token is not bound to that workspace (existence is never revealed)",
     "408": "InvalidRequest: the request head or body did not arrive within the body timeout (server.body_timeout)",
-    "409": "CapExceeded: the document would exceed its tier's cap",
+    "409": "CapExceeded: the document would exceed its tier's cap; or IdempotencyConflict: the idempotency "
+    "key was used for another write",
     "413": "InvalidRequest: the body is over the service's limit",
     "422": "ContentRejected by the scanner, or NotSupported by the provider",
     "500": "ServiceError/UpstreamError: a bug in the provider or the service",

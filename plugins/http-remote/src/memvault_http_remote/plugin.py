@@ -18,7 +18,10 @@ __all__ = ["CAPABILITIES"]
 #: ``quarantine`` and ``list_documents`` are passed through to the server's
 #: provider, which answers ``NotSupported`` (or no quarantine copy) when it lacks them. Serve a provider
 #: that has both (sqlite, memory) for full parity; ``GET /v1/capabilities``
-#: tells what the server's provider declares.
+#: tells what the server's provider declares. ``expiry`` and ``idempotent_writes`` are passed through
+#: the same way: the client asks the service once whether its provider records idempotency keys, sends
+#: a key only then (generating one for a retain without), and raises ``NotSupported`` for a caller's key
+#: otherwise; callers that generate keys ask it too (``honours_idempotency_keys``).
 CAPABILITIES = frozenset(
     {
         Capability.REMOTE,
@@ -27,6 +30,8 @@ CAPABILITIES = frozenset(
         Capability.CASCADE_FORGET,
         Capability.QUARANTINE,
         Capability.LIST_DOCUMENTS,
+        Capability.EXPIRY,
+        Capability.IDEMPOTENT_WRITES,
     }
 )
 
@@ -38,7 +43,8 @@ def memvault_register_providers(register: RegisterProvider) -> None:
         HttpRemoteProvider,
         capabilities=CAPABILITIES,
         scratch=None,  # a scratch instance would need a server: pass --option url=... --option token=...
-        description="client of a `memvault serve` service over HTTP (settings: url, token, timeout, batch_max)",
+        description="client of a `memvault serve` service over HTTP "
+        "(settings: url, token, timeout, batch_max, retry_deadline)",
         contract_version="1.3",  # the contract it is checked against (memvault parity --strict)
     )
 
