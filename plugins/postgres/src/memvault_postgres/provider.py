@@ -34,9 +34,15 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from memvault import check_stored, telemetry
 from memvault import search as text
-from memvault.contract import wire
+from memvault.contract import clock, wire
 from memvault.contract.embedding import PendingLine, QueryVector, line_digest, vectors_from_bytes
-from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.contract.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    MemvaultError,
+    UpstreamError,
+    UpstreamTimeout,
+)
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
     Capability,
@@ -55,8 +61,11 @@ from memvault.contract.models import (
     RetainRequest,
     RetainResult,
     check_cap,
+    effective_expiry,
 )
 from memvault.contract.models import QuarantineRecord as _QuarantineRecord
+from memvault.contract.retention import SweepRequest, SweepResult
+from memvault.contract.scanning import nothing_written
 from memvault.hooks.markers import hookimpl
 from memvault.search import CANDIDATE_BUDGET, index_terms, narrowed_levels, narrowing, rank_candidates, stored_line
 from memvault_postgres import schema
@@ -82,11 +91,25 @@ _CANDIDATES: Final = (
     "SELECT l.document_id, d.label, l.line_no, l.text, l.terms, l.length, d.sha256"
     " FROM lines AS l JOIN documents AS d ON d.partition_id = l.partition_id AND d.id = l.document_id"
     " WHERE l.partition_id = ANY(%(pids)s) AND d.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
+    # A document expired at the recall's moment is absent (P41), inside the statement.
+    " AND (d.purge_at IS NULL OR d.purge_at > %(now)s)"
 )
+#: The lines and terms of the searched partitions' and tiers' documents expired at ``%(now)s`` and not swept
+#: yet (a range of the partial index on (partition_id, purge_at)): a recall's statistics leave them out.
+_EXPIRED_COUNTS: Final = (
+    "SELECT coalesce(sum(line_count), 0) AS lines, coalesce(sum(term_count), 0) AS terms FROM documents"
+    " WHERE partition_id = ANY(%(pids)s) AND purge_at IS NOT NULL AND purge_at <= %(now)s AND tier = ANY(%(tiers)s)"
+)
+#: A sweep deletes expired documents in transactions of at most this many documents ...
+SWEEP_BATCH_DOCUMENTS: Final = 64
+#: ... or of about this many lines, so a recall or a write never waits long behind one.
+SWEEP_BATCH_LINES: Final = 512
+#: Idempotency keys older than the window go this many per transaction.
+_KEYS_BATCH: Final = 1000
 
 
 def _narrowed(
-    conn: _Conn, searched: dict[str, Any], terms: Sequence[str], limit: int
+    conn: _Conn, searched: dict[str, Any], terms: Sequence[str], limit: int, *, expired: bool = False
 ) -> tuple[int, int, list[int] | None, list[tuple[Any, ...]]]:
     """More than the budget of lines share a query term: the statistics, each term's document
     frequency and the candidate rows of the subset :func:`memvault.search.narrowed_subset` keeps
@@ -98,7 +121,9 @@ def _narrowed(
     the second reads the kept lines' rows, the shortest first when they are still too many
     (ties in document and line order, as the other providers break them). If no more than the
     budget match any longer (lines forgotten since the caller's first look), every matching
-    line and no frequencies (the caller's ranking counts them in the rows).
+    line and no frequencies (the caller's ranking counts them in the rows). With ``expired``
+    (documents of the searched partitions expired and not swept yet), their lines are left out
+    of the counts too.
     """
     per_term = [" | ".join(f"'{pid}.{t}'" for pid in searched["pids"]) for t in terms]
     params: dict[str, Any] = {**searched, **{f"t{i}": q for i, q in enumerate(per_term)}}
@@ -114,11 +139,17 @@ def _narrowed(
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         line_count, term_count = conn.execute(
-            "SELECT coalesce(sum(lines), 0), coalesce(sum(terms), 0) FROM tier_counts"
+            f"WITH gone AS ({_EXPIRED_COUNTS}) SELECT coalesce(sum(lines), 0) - (SELECT lines FROM gone),"
+            " coalesce(sum(terms), 0) - (SELECT terms FROM gone) FROM tier_counts"
             " WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s)",
             params,
         ).fetchone() or (0, 0)
         lines = "FROM lines AS l WHERE l.partition_id = ANY(%(pids)s) AND l.tier = ANY(%(tiers)s)"
+        if expired:
+            lines += (
+                " AND NOT EXISTS (SELECT 1 FROM documents AS x WHERE x.partition_id = l.partition_id"
+                " AND x.id = l.document_id AND x.purge_at <= %(now)s)"
+            )
         groups: dict[int, int] = {
             int(held): int(n)
             for held, n in conn.execute(f"SELECT {mask} AS held, count(*) {lines} AND {where} GROUP BY held", params)
@@ -216,6 +247,8 @@ class PostgresProvider:
             Capability.LIST_DOCUMENTS,
             Capability.CHECKS_STORED,
             Capability.VECTORS,
+            Capability.EXPIRY,
+            Capability.IDEMPOTENT_WRITES,
             # Across a network: health gets the remote deadline (P26). The client scans
             # (no scans_upstream): PostgreSQL stores whatever it is given.
             Capability.REMOTE,
@@ -487,29 +520,49 @@ class PostgresProvider:
         part = ref.partition
         subject = request.data_subject_id
 
-        def write(conn: _Conn) -> RetainResult:
+        idempotency_key = request.idempotency_key
+        fingerprint = request.fingerprint() if idempotency_key else ""
+
+        def write(conn: _Conn) -> tuple[RetainResult, int | None]:
             with conn.transaction():
+                # The time of the write, from the one clock (never the server's now(), P41).
+                now = clock.now()
+                if idempotency_key:
+                    recorded = self._claim_key(conn, part.workspace_id, idempotency_key, fingerprint, label, now)
+                    if recorded is not None:
+                        nothing_written()  # no body to scan: the first write's was (P29)
+                        return recorded, None  # a repeat: the first result, nothing written (P44)
                 pid = self._partition(conn, part, create=True)
                 assert pid is not None
+                created_now = False
                 while True:
                     row = conn.execute(
-                        "SELECT id, body, size, subjects, sha256 FROM documents"
+                        "SELECT id, body, size, subjects, sha256, expires_at, purge_at FROM documents"
                         " WHERE partition_id = %s AND tier = %s AND key = %s FOR UPDATE",
                         (pid, ref.tier.value, ref.key),
                     ).fetchone()
+                    if row is not None and row[6] is not None and row[6] <= now:
+                        # Expired (P41): absent already. The write starts a new document; the old one
+                        # goes as a sweep removes it (its shards are rewritten at the next scrub).
+                        _remove_expired(conn, [(pid, int(row[0]))])
+                        continue
                     if row is not None:
                         break
                     created = conn.execute(
                         "INSERT INTO documents (partition_id, workspace_id, tier, key, label, body, size, subjects,"
-                        " sha256, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, '', 0, '{}', %s, now(), now())"
-                        " ON CONFLICT (partition_id, tier, key) DO NOTHING RETURNING id, body, size, subjects, sha256",
-                        (pid, part.workspace_id, ref.tier.value, ref.key, label, schema.body_sha256("")),
+                        " sha256, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, '', 0, '{}', %s, %s, %s)"
+                        " ON CONFLICT (partition_id, tier, key) DO NOTHING"
+                        " RETURNING id, body, size, subjects, sha256, expires_at, purge_at",
+                        (pid, part.workspace_id, ref.tier.value, ref.key, label, schema.body_sha256(""), now, now),
                     ).fetchone()
                     if created is not None:
                         row = created
+                        created_now = True
                         break
                     # Another writer created it first: lock theirs.
                 doc_id, old_body, current, subjects = int(row[0]), str(row[1]), int(row[2]), list(row[3])
+                explicit = _explicit_expiry(request, row[5], live=not created_now)
+                purge = effective_expiry(explicit, now, request.retention)
                 if request.mode == "append":
                     # The scanner checks the body this append extends, under the row lock. A rejection
                     # (ContentRejected) rolls the transaction back: no row, partition or tag is left.
@@ -523,7 +576,8 @@ class PostgresProvider:
                 # The document and its partition's totals (tier_counts) change in one statement.
                 conn.execute(
                     "WITH changed AS (UPDATE documents SET body = %s, size = %s, subjects = %s, sha256 = %s,"
-                    " updated_at = now(), line_count = line_count + %s, term_count = term_count + %s"
+                    " updated_at = %s, expires_at = %s, purge_at = %s,"
+                    " line_count = line_count + %s, term_count = term_count + %s"
                     " WHERE partition_id = %s AND id = %s RETURNING partition_id, tier)"
                     " INSERT INTO tier_counts (partition_id, tier, lines, terms)"
                     " SELECT partition_id, tier, %s, %s FROM changed WHERE %s",
@@ -532,6 +586,9 @@ class PostgresProvider:
                         size,
                         subjects,
                         schema.body_sha256(body),
+                        now,
+                        explicit,
+                        purge,
                         lines_delta,
                         terms_delta,
                         pid,
@@ -544,10 +601,48 @@ class PostgresProvider:
                 dice = self._fold_dice.random()
                 if (lines_delta or terms_delta) and dice < 1 / schema.TIER_COUNTS_FOLD:
                     self._fold_counts(conn, pid, ref.tier.value, recount=dice < 1 / schema.TIER_COUNTS_RECOUNT)
-            self._partitions.setdefault((part.workspace_id, part.kind, part.owner_id), pid)
-            return RetainResult(id=label, bytes=size, warning=warning)
+                if idempotency_key:
+                    # The claimed key gets the write's result, in the write's transaction (P44).
+                    conn.execute(
+                        "UPDATE idempotency_keys SET bytes = %s, warning = %s WHERE workspace_id = %s AND key = %s",
+                        (size, warning, part.workspace_id, idempotency_key),
+                    )
+            return RetainResult(id=label, bytes=size, warning=warning), pid
 
-        return self._run(write)
+        result, pid = self._run(write)
+        if pid is not None:
+            self._partitions.setdefault((part.workspace_id, part.kind, part.owner_id), pid)
+        return result
+
+    def _claim_key(
+        self, conn: _Conn, workspace_id: str, key: str, fingerprint: str, label: str, now: _dt.datetime
+    ) -> RetainResult | None:
+        """Claim ``key`` for this transaction's write, or answer the write that holds it (P44).
+
+        The key's primary key decides between concurrent first uses (threads, processes, replicas on
+        one database): the second INSERT waits for the first transaction; if that commits, the key is
+        taken and its recorded result is read; if it rolls back (a failed write records no key), the
+        second claims it and writes.
+
+        :return: ``None`` when claimed (write, then record the result); else the recorded result.
+        :raises IdempotencyConflict: the key holds another write.
+        """
+        claimed = conn.execute(
+            "INSERT INTO idempotency_keys (workspace_id, key, fingerprint, result_id, bytes, warning, recorded_at)"
+            " VALUES (%s, %s, %s, %s, 0, '', %s) ON CONFLICT (workspace_id, key) DO NOTHING RETURNING 1",
+            (workspace_id, key, fingerprint, label, now),
+        ).fetchone()
+        if claimed is not None:
+            return None
+        row = conn.execute(
+            "SELECT fingerprint, result_id, bytes, warning FROM idempotency_keys WHERE workspace_id = %s AND key = %s",
+            (workspace_id, key),
+        ).fetchone()
+        if row is None:  # pruned between the two statements: as if never used
+            raise psycopg.errors.SerializationFailure("idempotency key vanished; retry")
+        if str(row[0]) != fingerprint:
+            raise IdempotencyConflict(key=key, workspace_id=workspace_id)
+        return RetainResult(id=str(row[1]), bytes=int(row[2]), warning=str(row[3]))
 
     def _fold_counts(self, conn: _Conn, pid: int, tier: str, *, recount: bool) -> None:
         """Replace the partition's change rows for ``tier`` by one row of their sum.
@@ -606,7 +701,7 @@ class PostgresProvider:
                     tier_values.extend(t.value for t in tiers)
             if not pids:
                 return RecallResult(hits=[])
-            searched = {"pids": pids, "tiers": tier_values}
+            searched = {"pids": pids, "tiers": tier_values, "now": clock.now()}
             hits = self._lexical(conn, query, terms, searched, depth) if terms else []
             if vector is not None:
                 hits = _fused(conn, query, vector, searched, hits, request.limit)
@@ -623,18 +718,21 @@ class PostgresProvider:
         # (Past the budget the narrowing reads the lines again: counting them here first, to send
         # none, cost every recall 0.2 ms more on LoCoMo questions.)
         rows = conn.execute(
-            "WITH stats AS (SELECT coalesce(sum(lines), 0) AS lines, coalesce(sum(terms), 0) AS terms"
+            # Less the lines of expired documents not swept yet: the statistics of the live lines (P41).
+            f"WITH gone AS ({_EXPIRED_COUNTS}),"
+            " stats AS (SELECT coalesce(sum(lines), 0) - (SELECT lines FROM gone) AS lines,"
+            " coalesce(sum(terms), 0) - (SELECT terms FROM gone) AS terms, (SELECT lines FROM gone) AS gone"
             " FROM tier_counts WHERE partition_id = ANY(%(pids)s) AND tier = ANY(%(tiers)s))"
-            " SELECT s.lines, s.terms, c.* FROM stats AS s LEFT JOIN LATERAL ("
+            " SELECT s.lines, s.terms, s.gone, c.* FROM stats AS s LEFT JOIN LATERAL ("
             f" {_CANDIDATES} AND l.tsv @@ %(query)s::tsquery LIMIT %(probe)s) AS c ON true",
             {**searched, "query": " | ".join(ts_query(pid, terms) for pid in pids), "probe": CANDIDATE_BUDGET + 1},
         ).fetchall()
-        line_count, term_count = int(rows[0][0]), int(rows[0][1])
-        found = [r[2:] for r in rows if r[2] is not None]
+        line_count, term_count, expired = int(rows[0][0]), int(rows[0][1]), bool(rows[0][2])
+        found = [r[3:] for r in rows if r[3] is not None]
         df: list[int] | None = None
         if len(found) > CANDIDATE_BUDGET:
             # Many lines share a term (common words, a long history): the subset sqlite scores.
-            line_count, term_count, df, found = _narrowed(conn, searched, terms, limit)
+            line_count, term_count, df, found = _narrowed(conn, searched, terms, limit, expired=expired)
         candidates = [(i, r[0], r[1], r[2], r[4], r[5]) for i, r in enumerate(found)]
 
         def texts(ids: Sequence[int]) -> dict[int, tuple[str, str]]:
@@ -736,8 +834,9 @@ class PostgresProvider:
             row = None
             if pid is not None:
                 row = conn.execute(
-                    "SELECT body FROM documents WHERE partition_id = %s AND tier = %s AND key = %s",
-                    (pid, ref.tier.value, ref.key),
+                    "SELECT body FROM documents WHERE partition_id = %s AND tier = %s AND key = %s"
+                    " AND (purge_at IS NULL OR purge_at > %s)",  # expired: absent (P41)
+                    (pid, ref.tier.value, ref.key, clock.now()),
                 ).fetchone()
             return ReadResult(id=ref.label, content=str(row[0]) if row else "")
 
@@ -748,20 +847,21 @@ class PostgresProvider:
     def memvault_forget(self, request: ForgetRequest) -> ForgetResult:
         def erase(conn: _Conn) -> int:
             with conn.transaction():
+                now = clock.now()
                 if request.id:
                     ref = request.ref
                     pid = self._partition(conn, ref.partition, create=False)
                     rows = []
                     if pid is not None:
                         rows = conn.execute(
-                            "SELECT d.partition_id, d.id, c.relname FROM documents AS d"
+                            "SELECT d.partition_id, d.id, c.relname, d.purge_at FROM documents AS d"
                             " JOIN pg_class AS c ON c.oid = d.tableoid"
                             " WHERE d.partition_id = %s AND d.tier = %s AND d.key = %s FOR UPDATE OF d",
                             (pid, ref.tier.value, ref.key),
                         ).fetchall()
                         # The rows go, their bytes stay in the shard's files (no rewrite here): a later
                         # erasure of any subject that wrote to the document must find and scrub them (P24).
-                        for row_pid, doc_id, shard in rows:
+                        for row_pid, doc_id, shard, _purge in rows:
                             conn.execute(
                                 "INSERT INTO forgotten_subjects (workspace_id, data_subject_id, partition_id, label,"
                                 " documents_shard, lines_shard, forgotten_at)"
@@ -775,7 +875,7 @@ class PostgresProvider:
                             )
                 else:
                     rows = conn.execute(
-                        "SELECT d.partition_id, d.id, c.relname FROM documents AS d"
+                        "SELECT d.partition_id, d.id, c.relname, d.purge_at FROM documents AS d"
                         " JOIN pg_class AS c ON c.oid = d.tableoid"
                         " WHERE d.workspace_id = %s AND d.subjects @> ARRAY[%s]::text[]"
                         " ORDER BY d.partition_id, d.id FOR UPDATE OF d",
@@ -815,7 +915,7 @@ class PostgresProvider:
                             [f[4] for f in left],
                         ),
                     ).rowcount
-                for pid, doc_id, _shard in rows:
+                for pid, doc_id, _shard, _purge in rows:
                     # The document's lines and their vectors (derived data: P24) in one statement.
                     conn.execute(
                         "WITH v AS (DELETE FROM line_vectors WHERE partition_id = %(p)s AND document_id = %(d)s)"
@@ -833,7 +933,7 @@ class PostgresProvider:
                 if request.data_subject_id:
                     # The rows are gone; their bytes stay in the table files until the shards are
                     # rewritten. Record that durably, in the same transaction, before saying anything.
-                    relations = {str(shard) for _pid, _doc, shard in rows}
+                    relations = {str(shard) for _pid, _doc, shard, _purge in rows}
                     relations |= {str(shard) for f in left for shard in (f[2], f[3])}
                     # Each documents shard's lines and vectors shards (the same hash of the partition id).
                     relations |= {
@@ -851,7 +951,8 @@ class PostgresProvider:
                             " ON CONFLICT (relation) DO UPDATE SET requested_at = excluded.requested_at",
                             (relation,),
                         )
-            return len(rows)
+            # An expired document is removed all the same, but was absent already (P41): not counted.
+            return sum(1 for *_row, purge in rows if purge is None or purge > now)
 
         removed = self._run(erase)
         pending = self._run(self._scrub)
@@ -930,30 +1031,14 @@ class PostgresProvider:
                 params.append(owner)
         if owners:
             where.append("(" + " OR ".join(owners) + ")")
-        query = (
-            "SELECT d.workspace_id, p.kind, p.owner_id, d.tier, d.label, d.size, d.subjects, d.sha256, d.updated_at"
-            " FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
-            + (" WHERE " + " AND ".join(where) if where else "")
+        where.append("(d.purge_at IS NULL OR d.purge_at > %s)")  # an expired document is absent (P41)
+        query = f"SELECT {_INFO_COLUMNS} FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id WHERE " + (
+            " AND ".join(where)
         )
 
         def listing(conn: _Conn) -> ListDocumentsResult:
-            rows = conn.execute(query, params).fetchall()
-            return ListDocumentsResult(
-                documents=[
-                    DocumentInfo(
-                        workspace_id=workspace,
-                        agent_id=owner if kind == "agent" else "",
-                        crew_id=owner if kind == "crew" else "",
-                        tier=tier,
-                        label=label,
-                        bytes=int(size),
-                        subjects=tuple(subjects),
-                        digest=digest,
-                        updated_at=updated_at,
-                    )
-                    for workspace, kind, owner, tier, label, size, subjects, digest, updated_at in rows
-                ]
-            )
+            rows = conn.execute(query, [*params, clock.now()]).fetchall()
+            return ListDocumentsResult(documents=[_info(row) for row in rows])
 
         return self._run(listing)
 
@@ -1016,12 +1101,100 @@ class PostgresProvider:
                 if version > schema.SCHEMA_VERSION:
                     return HealthStatus(ok=False, message=_newer_message(self.where, self.schema, version))
                 conn.execute("INSERT INTO probe (id) VALUES (1)")
+                # Expired and not swept yet (P43): a range of the partial index on purge_at.
+                overdue = conn.execute(
+                    "SELECT count(*) FROM documents WHERE purge_at IS NOT NULL AND purge_at <= %s", (clock.now(),)
+                ).fetchone()
         except psycopg.Error as exc:
             if self._health_conn is not None and (self._health_conn.broken or self._health_conn.closed):
                 self._health_conn.close()
                 self._health_conn = None
             return HealthStatus(ok=False, message=_health_message(exc, self.where, self.schema))
-        return HealthStatus(ok=True)
+        return HealthStatus(ok=True, retention_overdue=int(overdue[0]) if overdue else 0)
+
+    # -- memory over time (P41-P45) -------------------------------------------
+
+    @hookimpl
+    @_translated("sweep_expired")
+    def memvault_sweep_expired(self, request: SweepRequest) -> SweepResult:
+        """Expired documents go in short transactions through the erasure path (lines, vectors,
+        statistics, quarantine copies), each recording the shards it touched; once the last batch
+        is done those shards' files are rewritten as an erasure's are (P24, P43)."""
+
+        def due(conn: _Conn) -> tuple[list[tuple[DocumentInfo, int, int, int]], bool, int, int]:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                keys = _due_documents(conn, request)
+                more = len(keys) > request.limit
+                keys = keys[: request.limit]
+                rows = conn.execute(
+                    f"SELECT {_INFO_COLUMNS}, d.line_count, d.partition_id, d.id"
+                    " FROM documents AS d JOIN partitions AS p ON p.id = d.partition_id"
+                    " JOIN unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS k(pid, doc, n)"
+                    " ON d.partition_id = k.pid AND d.id = k.doc ORDER BY k.n",
+                    ([k[0] for k in keys], [k[1] for k in keys]),
+                ).fetchall()
+                documents = [(_info(row[:-3]), int(row[-3]), int(row[-2]), int(row[-1])) for row in rows]
+                quarantined = keys_due = 0
+                if request.dry_run:
+                    found = conn.execute(
+                        "SELECT count(*) FROM quarantine WHERE expires_at IS NOT NULL AND expires_at <= %s",
+                        (request.now,),
+                    ).fetchone()
+                    quarantined = int(found[0]) if found else 0
+                    if request.keys_before is not None:
+                        found = conn.execute(
+                            "SELECT count(*) FROM idempotency_keys WHERE recorded_at < %s", (request.keys_before,)
+                        ).fetchone()
+                        keys_due = int(found[0]) if found else 0
+            return documents, more, quarantined, keys_due
+
+        documents, more, quarantined, keys = self._run(due)
+        if request.dry_run:
+            return SweepResult(
+                documents=[d[0] for d in documents], quarantine_removed=quarantined, keys_removed=keys, more=more
+            )
+        removed: list[DocumentInfo] = []
+        batch: list[tuple[DocumentInfo, int, int, int]] = []
+        for index, item in enumerate(documents):
+            batch.append(item)
+            if (
+                index == len(documents) - 1
+                or len(batch) >= SWEEP_BATCH_DOCUMENTS
+                or sum(d[1] for d in batch) >= SWEEP_BATCH_LINES
+            ):
+                ids = [(d[2], d[3]) for d in batch]
+                gone, copies = self._run(functools.partial(_sweep_batch, ids=ids, request=request))
+                removed.extend(d[0] for d in batch if (d[2], d[3]) in gone)
+                quarantined += copies
+                batch = []
+
+        def expired_copies(conn: _Conn) -> int:
+            with conn.transaction():
+                count = conn.execute(
+                    "DELETE FROM quarantine WHERE expires_at IS NOT NULL AND expires_at <= %s", (request.now,)
+                ).rowcount
+                if count:
+                    _record_erasure(conn, ["quarantine"])
+            return count
+
+        quarantined += self._run(expired_copies)
+        if request.keys_before is not None:
+            while True:
+                pruned = self._run(functools.partial(_prune_keys, before=request.keys_before))
+                keys += pruned
+                if pruned < _KEYS_BATCH:
+                    break
+        if not more:
+            pending = self._run(self._scrub)
+            if pending:
+                log.warning(
+                    "PostgreSQL %s: swept rows are gone, but the files of %s may still hold their text (a lock or"
+                    " an old snapshot); the rewrite finishes at the next sweep or forget",
+                    self.where,
+                    ", ".join(pending),
+                )
+        return SweepResult(documents=removed, quarantine_removed=quarantined, keys_removed=keys, more=more)
 
     # -- quarantine (P30) ------------------------------------------------------
 
@@ -1042,7 +1215,9 @@ class PostgresProvider:
     def memvault_quarantine_list(self, workspace_id: str) -> list[_QuarantineRecord]:
         def listing(conn: _Conn) -> list[_QuarantineRecord]:
             rows = conn.execute(
-                f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = %s ORDER BY id", (workspace_id,)
+                f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = %s"
+                " AND (expires_at IS NULL OR expires_at > %s) ORDER BY id",  # expired copies are absent (P41)
+                (workspace_id, clock.now()),
             ).fetchall()
             return [_record(r) for r in rows]
 
@@ -1053,8 +1228,9 @@ class PostgresProvider:
     def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> _QuarantineRecord | None:
         def get(conn: _Conn) -> _QuarantineRecord | None:
             row = conn.execute(
-                f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = %s AND sha256 = %s ORDER BY id DESC LIMIT 1",
-                (workspace_id, sha256),
+                f"SELECT {_QCOLS} FROM quarantine WHERE workspace_id = %s AND sha256 = %s"
+                " AND (expires_at IS NULL OR expires_at > %s) ORDER BY id DESC LIMIT 1",
+                (workspace_id, sha256, clock.now()),
             ).fetchone()
             return _record(row) if row else None
 
@@ -1165,7 +1341,7 @@ def _fused(
         "SELECT d.label, v.line_no, v.partition_id, v.document_id, d.sha256, v.vector FROM line_vectors AS v"
         " JOIN documents AS d ON d.partition_id = v.partition_id AND d.id = v.document_id"
         " WHERE v.partition_id = ANY(%(pids)s) AND d.partition_id = ANY(%(pids)s) AND v.tier = ANY(%(tiers)s)"
-        " AND v.model = %(model)s AND length(v.vector) = %(size)s",
+        " AND v.model = %(model)s AND length(v.vector) = %(size)s AND (d.purge_at IS NULL OR d.purge_at > %(now)s)",
         {**searched, "model": vector.model_id, "size": size},
     ).fetchall()
     refs: list[text.LineRef] = [(str(r[0]), int(r[1])) for r in rows]
@@ -1194,6 +1370,165 @@ def _fused(
         return out
 
     return text.fuse(query, lexical, similar, line_texts, limit)
+
+
+#: The columns :func:`_info` reads, of ``documents AS d JOIN partitions AS p``.
+_INFO_COLUMNS: Final = (
+    "d.workspace_id, p.kind, p.owner_id, d.tier, d.label, d.size, d.subjects, d.sha256, d.updated_at, d.purge_at"
+)
+
+
+def _info(row: Sequence[Any]) -> DocumentInfo:
+    """A document's description from a row of :data:`_INFO_COLUMNS`."""
+    workspace, kind, owner, tier, label, size, subjects, digest, updated_at, purge_at = row
+    return DocumentInfo(
+        workspace_id=workspace,
+        agent_id=owner if kind == "agent" else "",
+        crew_id=owner if kind == "crew" else "",
+        tier=tier,
+        label=label,
+        bytes=int(size),
+        subjects=tuple(subjects),
+        digest=digest,
+        updated_at=updated_at.astimezone(_dt.timezone.utc) if updated_at is not None else None,
+        expires_at=purge_at.astimezone(_dt.timezone.utc) if purge_at is not None else None,
+    )
+
+
+def _explicit_expiry(request: RetainRequest, stored: _dt.datetime | None, *, live: bool) -> _dt.datetime | None:
+    """The explicit expiry the document has after ``request`` (P41): a replace sets it; an append keeps
+    the live document's, or sets its own on a new (or expired) document, and may not change it.
+
+    :raises InvalidRequest: an append naming another expiry than the live document's.
+    """
+    if request.mode != "append" or not live:
+        return request.expires_at
+    if request.expires_at is None or request.expires_at == stored:
+        return stored
+    kept = f"expires at {stored.isoformat()}" if stored is not None else "has no expiry"
+    raise InvalidRequest(
+        f"document {request.label} {kept}, and this append gives expires_at {request.expires_at.isoformat()}: "
+        "an expiry applies to the whole document, so append with the same expires_at (or none), replace the "
+        "document, or write to a key of its own",
+        field="expires_at",
+    )
+
+
+def _record_erasure(conn: _Conn, relations: Sequence[str]) -> None:
+    """Record, in the caller's transaction, relations whose files must be rewritten (see ``_scrub``)."""
+    conn.execute(
+        "INSERT INTO erasures (relation, requested_at) SELECT r, now() FROM unnest(%s::text[]) AS r"
+        " ON CONFLICT (relation) DO UPDATE SET requested_at = excluded.requested_at",
+        (sorted(set(relations)),),
+    )
+
+
+def _remove_expired(conn: _Conn, keys: Sequence[tuple[int, int]]) -> int:
+    """Delete documents (``(partition id, document id)``) as an erasure does, in the caller's transaction:
+    their lines, vectors, statistics and the quarantine copies of rejected writes to them (a copy of a
+    rejected append holds the document's text); their shards are recorded for the next rewrite of
+    their files (P24). A few statements for the whole set, each pruned to the partitions' shards.
+
+    :return: how many quarantine copies went.
+    """
+    if not keys:
+        return 0
+    params = {"pids": sorted({k[0] for k in keys}), "p": [k[0] for k in keys], "d": [k[1] for k in keys]}
+    pairs = "(SELECT * FROM unnest(%(p)s::bigint[], %(d)s::bigint[]))"
+    conn.execute(
+        f"WITH v AS (DELETE FROM line_vectors WHERE partition_id = ANY(%(pids)s)"
+        f" AND (partition_id, document_id) IN {pairs})"
+        f" DELETE FROM lines WHERE partition_id = ANY(%(pids)s) AND (partition_id, document_id) IN {pairs}",
+        params,
+    )
+    gone = conn.execute(
+        "WITH gone AS (DELETE FROM documents WHERE partition_id = ANY(%(pids)s)"
+        f" AND (partition_id, id) IN {pairs}"
+        " RETURNING partition_id, tier, line_count, term_count, label, workspace_id,"
+        " (SELECT relname FROM pg_class WHERE oid = documents.tableoid) AS shard),"
+        " counted AS (INSERT INTO tier_counts (partition_id, tier, lines, terms)"
+        " SELECT partition_id, tier, -sum(line_count), -sum(term_count) FROM gone GROUP BY partition_id, tier"
+        " HAVING sum(line_count) <> 0 OR sum(term_count) <> 0)"
+        " SELECT partition_id, label, workspace_id, shard FROM gone",
+        params,
+    ).fetchall()
+    if not gone:
+        return 0
+    copies = conn.execute(
+        "DELETE FROM quarantine AS q USING partitions AS p,"
+        " unnest(%s::bigint[], %s::text[], %s::text[]) AS g(pid, label, workspace_id)"
+        " WHERE p.id = g.pid AND q.workspace_id = g.workspace_id AND q.label = g.label"
+        " AND ((p.kind = 'agent' AND q.agent_id = p.owner_id AND q.crew_id = '')"
+        " OR (p.kind = 'crew' AND q.crew_id = p.owner_id AND q.agent_id = ''))",
+        ([int(g[0]) for g in gone], [str(g[1]) for g in gone], [str(g[2]) for g in gone]),
+    ).rowcount
+    numbers = {str(g[3]).rsplit("_", 1)[1] for g in gone}
+    relations = [f"{table}_{n}" for n in numbers for table in ("documents", "lines", "line_vectors")]
+    _record_erasure(conn, [*relations, *(["quarantine"] if copies else [])])
+    return copies
+
+
+def _due_documents(conn: _Conn, request: SweepRequest) -> list[tuple[int, int]]:
+    """Up to ``limit + 1`` (partition id, document id) of documents due at the sweep's time, the earliest
+    expired first: past their ``purge_at``, or last written at or before their (workspace, tier) cutoff."""
+    wanted = request.limit + 1
+    due: dict[tuple[int, int], _dt.datetime] = {}
+    for pid, doc_id, when in conn.execute(
+        "SELECT partition_id, id, purge_at FROM documents WHERE purge_at IS NOT NULL AND purge_at <= %s"
+        " ORDER BY purge_at, partition_id, id LIMIT %s",
+        (request.now, wanted),
+    ):
+        due[(int(pid), int(doc_id))] = when
+    for cutoff in request.retention.cutoffs(request.now):
+        retention = request.now - cutoff.before
+        scoped: list[Any]
+        if cutoff.workspace_id:
+            scope, scoped = "workspace_id = %s", [cutoff.workspace_id]
+        else:
+            scope, scoped = "workspace_id <> ALL(%s::text[])", [sorted(cutoff.excluded)]
+        for pid, doc_id, written in conn.execute(
+            "SELECT partition_id, id, updated_at FROM documents WHERE tier = %s AND updated_at <= %s"
+            f" AND {scope} ORDER BY updated_at, partition_id, id LIMIT %s",
+            (cutoff.tier.value, cutoff.before, *scoped, wanted),
+        ):
+            key = (int(pid), int(doc_id))
+            when = written + retention
+            if key not in due or when < due[key]:
+                due[key] = when
+    return [key for key, _when in sorted(due.items(), key=lambda item: (item[1], item[0]))][:wanted]
+
+
+def _sweep_batch(conn: _Conn, ids: list[tuple[int, int]], request: SweepRequest) -> tuple[set[tuple[int, int]], int]:
+    """Delete the documents of ``ids`` still due (a write since may have renewed one), in one transaction.
+
+    :return: the documents deleted, and how many quarantine copies went with them.
+    """
+    gone: set[tuple[int, int]] = set()
+    with conn.transaction():
+        rows = conn.execute(
+            "SELECT d.partition_id, d.id, d.workspace_id, d.tier, d.updated_at, d.purge_at FROM documents AS d"
+            " JOIN unnest(%s::bigint[], %s::bigint[]) AS k(pid, doc) ON d.partition_id = k.pid AND d.id = k.doc"
+            " ORDER BY d.partition_id, d.id FOR UPDATE OF d",
+            ([i[0] for i in ids], [i[1] for i in ids]),
+        ).fetchall()
+        for pid, doc_id, workspace_id, tier, written, purge in rows:
+            if not (
+                (purge is not None and purge <= request.now)
+                or request.retention.past_retention(workspace_id, tier, written, request.now)
+            ):
+                continue  # written to since it was found: renewed
+            gone.add((int(pid), int(doc_id)))
+        copies = _remove_expired(conn, sorted(gone))
+    return gone, copies
+
+
+def _prune_keys(conn: _Conn, before: _dt.datetime) -> int:
+    with conn.transaction():
+        return conn.execute(
+            "DELETE FROM idempotency_keys WHERE (workspace_id, key) IN (SELECT workspace_id, key FROM idempotency_keys"
+            " WHERE recorded_at < %s LIMIT %s)",
+            (before, _KEYS_BATCH),
+        ).rowcount
 
 
 def _lines_shard(documents_shard: str) -> str:
@@ -1226,6 +1561,8 @@ def _record(row: tuple[Any, ...]) -> _QuarantineRecord:
     created = fields["created_at"]
     assert isinstance(created, _dt.datetime)
     fields["created_at"] = created.astimezone(_dt.timezone.utc)  # psycopg answers in the session's zone
+    if isinstance(fields.get("expires_at"), _dt.datetime):
+        fields["expires_at"] = fields["expires_at"].astimezone(_dt.timezone.utc)
     try:
         return wire.structure(fields, _QuarantineRecord, what="a row of table quarantine")
     except InvalidRequest as exc:

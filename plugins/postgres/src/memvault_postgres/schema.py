@@ -35,6 +35,14 @@ Version history:
   (little-endian float16 ``bytea``); hash-partitioned by partition id like
   ``lines`` (shard ``line_vectors_N`` beside ``lines_N``), so an erasure
   rewrites its shard too (see :func:`_to_v6`).
+* **7**: memory over time (contract P41-P45): ``documents.expires_at`` (the
+  explicit expiry of the last write) and ``documents.purge_at`` (the moment the
+  document is absent: the earlier of that and the last write plus its tier's
+  retention), indexed where set, and the documents indexed by tier and last
+  write (the retention sweep's cutoffs); ``quarantine.expires_at``;
+  ``idempotency_keys``, one row per workspace and key (its primary key: two
+  replicas on one database claim a key once), written in the transaction of the
+  write it records (see :func:`_to_v7`).
 
 Columns holding memory text never get planner statistics (``SET STATISTICS
 0``): ``ANALYZE`` would otherwise copy sample values into ``pg_statistic``,
@@ -59,7 +67,7 @@ from memvault import body_sha256
 
 __all__ = ["SCHEMA_VERSION", "SHARDS", "ForeignSchema", "NewerSchema", "body_sha256", "migrate"]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 #: ``documents`` and ``lines`` are split into this many hash partitions.
 SHARDS: Final = 16
 SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -75,6 +83,7 @@ _OUR_TABLES: Final = frozenset(
         "tier_counts",
         "forgotten_subjects",
         "line_vectors",
+        "idempotency_keys",
     }
 )
 #: About one write in this many folds its partition's and tier's change rows into one.
@@ -310,6 +319,35 @@ def _to_v6(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     )
 
 
+def _to_v7(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Expiry and purge times, their indexes, quarantine expiry and ``idempotency_keys``.
+
+    New columns are NULL (no expiry): adding them rewrites nothing. Every time in them is
+    written from the client's clock (``memvault.contract.clock``), never SQL ``now()``.
+    Idempotent: a store set back to an older version number with these kept upgrades again.
+    """
+    conn.execute("ALTER TABLE documents ADD COLUMN IF NOT EXISTS expires_at timestamptz")
+    conn.execute("ALTER TABLE documents ADD COLUMN IF NOT EXISTS purge_at timestamptz")
+    # The sweep and health find what is due without a scan; a recall subtracts its partitions'
+    # expired documents from their statistics through the second.
+    conn.execute("CREATE INDEX IF NOT EXISTS documents_by_purge ON documents (purge_at) WHERE purge_at IS NOT NULL")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS documents_expiring ON documents (partition_id, purge_at) WHERE purge_at IS NOT NULL"
+    )
+    # The retention sweep's cutoffs: a tier's documents whose last write is older than the cutoff.
+    conn.execute("CREATE INDEX IF NOT EXISTS documents_by_write ON documents (tier, updated_at)")
+    conn.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS expires_at timestamptz")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS quarantine_by_expiry ON quarantine (expires_at) WHERE expires_at IS NOT NULL"
+    )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS idempotency_keys (workspace_id text NOT NULL, key text NOT NULL,"
+        " fingerprint text NOT NULL, result_id text NOT NULL, bytes bigint NOT NULL, warning text NOT NULL,"
+        " recorded_at timestamptz NOT NULL, PRIMARY KEY (workspace_id, key))"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS idempotency_keys_by_age ON idempotency_keys (recorded_at)")
+
+
 #: ``MIGRATIONS[v]`` brings a version ``v`` schema to version ``v + 1``.
 MIGRATIONS: Final[dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]]] = {
     1: _to_v2,
@@ -317,6 +355,7 @@ MIGRATIONS: Final[dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], N
     3: _to_v4,
     4: _to_v5,
     5: _to_v6,
+    6: _to_v7,
 }
 
 
