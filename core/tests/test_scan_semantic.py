@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scan_corpus import ATTACKS, BENIGN, BENIGN_NEAR, PARAPHRASES
+from scan_corpus import ATTACKS, BENIGN, BENIGN_NEAR, PARAPHRASES, all_attacks
 
 import memvault
 from memvault import ContentRejected, ReadRequest, RecallRequest, RetainRequest
@@ -28,10 +28,12 @@ from memvault.scanner.plugin import BuiltinScanner
 from memvault.scanner.semantic import (
     MAX_WINDOWS,
     MODERATE_SIMILARITY,
+    STRONG_MARGIN,
     STRONG_SIMILARITY,
     Intents,
     SemanticCheck,
     load_intents,
+    passes_cascade,
     windows,
 )
 
@@ -419,3 +421,33 @@ def test_a_provider_without_vectors_still_gets_the_installed_embedder_for_the_sc
         assert _scanner(vault).semantic is not None
     with memvault.open("template-provider", scanner="off") as vault:
         assert vault.scan_embedder is None  # no model for a vault that does not scan
+
+
+def test_the_detection_page_shows_the_paraphrase_figures_measured_with_the_check(embedder: Any) -> None:
+    """docs/operators/scanner-detection.md's rows for the check by meaning are the measured ones
+    (left one out is computed from the shipped vectors: each paraphrase's row against the others)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operators" / "scanner-detection.md").read_text(
+        encoding="utf-8"
+    )
+    scanner = BuiltinScanner(embedder=embedder)
+    intents = load_intents()
+    offset = len(intents.categories) - sum(len(t) for t in PARAPHRASES.values())
+    rows, totals, index = [], [0, 0, 0, 0], offset
+    for category, texts in PARAPHRASES.items():
+        rules = sum(scan(t) is not None for t in texts)
+        meaning = sum(scanner.verdict(t)[1] is not None for t in texts)
+        alone = 0
+        for text in texts:
+            vector = intents.attacks[index]
+            near = intents.attacks @ vector
+            near[index] = -1.0
+            similarity, benign = float(near.max()), float((intents.benign @ vector).max())
+            alone += passes_cascade(text) and similarity >= STRONG_SIMILARITY and similarity - benign >= STRONG_MARGIN
+            index += 1
+        rows.append(f"| `{category}` | {len(texts)} | {rules} | {meaning} | {alone} |")
+        totals = [totals[0] + len(texts), totals[1] + rules, totals[2] + meaning, totals[3] + alone]
+    rows.append(f"| all | {totals[0]} | {totals[1]} | {totals[2]} | {totals[3]} |")
+    assert [row for row in rows if row not in page] == []
+    attacks = [t for _, t in all_attacks()]
+    assert f"**{sum(scanner.verdict(t)[1] is not None for t in attacks)} of {len(attacks)}**" in page
+    assert f"**0 of {len(BENIGN) + len(BENIGN_NEAR)}**" in page
