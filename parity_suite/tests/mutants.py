@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from memvault import search as text
+from memvault.contract import clock
 from memvault.contract.embedding import PendingLine, line_digest, vectors_from_bytes
 from memvault.contract.errors import CapExceeded, MemvaultError, NotSupported
 from memvault.contract.models import (
@@ -48,9 +49,10 @@ from memvault.contract.models import (
     body_sha256,
     check_cap,
 )
+from memvault.contract.retention import SweepRequest, SweepResult
 from memvault.contract.scanning import check_stored
 from memvault.hooks.markers import hookimpl
-from memvault.providers.memory import MemoryProvider, _Document
+from memvault.providers.memory import MemoryProvider, _Document, _Key
 
 
 class LeaksAcrossWorkspaces(MemoryProvider):
@@ -2206,6 +2208,94 @@ class VectorsKeptAfterForget(_VectorMutant):
     drop_on_replace = False
 
 
+# -- memory over time (P43-P44) ------------------------------------------------------------
+
+
+class SweepOnlyHides(MemoryProvider):
+    """P43: expired documents are hidden from every verb but the sweep never removes them (their text stays
+    in the store for ever: mem0's expiration_date, which only hides).
+
+    Killed by: test_p43_the_sweep_removes_expired_documents_and_their_text.
+    """
+
+    @hookimpl
+    def memvault_sweep_expired(self, request: SweepRequest) -> SweepResult:
+        return SweepResult()
+
+
+class SweepLeavesDerivedData(MemoryProvider):
+    """P43: the sweep removes the expired document but not what derives from it: its vectors (kept by label
+    and line) and the quarantine copies of rejected writes to it.
+
+    Killed by: test_p43_the_sweep_removes_the_documents_vectors,
+    test_p43_quarantine_copies_expire_and_go_with_their_document.
+    """
+
+    @hookimpl
+    def memvault_sweep_expired(self, request: SweepRequest) -> SweepResult:
+        with self._lock:
+            gone = [
+                (partition, label)
+                for partition, docs in self._partitions.items()
+                for label, doc in docs.items()
+                if not doc.live(request.now)
+            ]
+            for partition, label in gone:
+                del self._partitions[partition][label]
+        return SweepResult(more=False)
+
+
+class IgnoresIdempotencyKeys(MemoryProvider):
+    """P44: the key is dropped, so a retried append is stored twice.
+
+    Killed by: test_p44_a_repeat_returns_the_first_result_and_writes_nothing,
+    test_p44_retain_many_applies_the_rules_per_item.
+    """
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        return super().memvault_retain(attrs.evolve(request, idempotency_key=""))
+
+
+class KeyAnswersAnotherWrite(MemoryProvider):
+    """P44: a used key returns its recorded result whatever the request, so a different write under it is
+    silently lost instead of refused as a conflict.
+
+    Killed by: test_p44_the_same_key_for_another_write_is_a_conflict.
+    """
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        with self._lock:
+            recorded = self._keys.get((request.workspace_id, request.idempotency_key))
+        if request.idempotency_key and recorded is not None:
+            return recorded.result
+        return super().memvault_retain(request)
+
+
+class KeyRecordedOutsideTheWrite(MemoryProvider):
+    """P44: the key is looked up, then the write made, then the key recorded, each under its own lock:
+    two first uses at once both miss the key and both write.
+
+    Killed by: test_p44_concurrent_first_uses_of_a_key_write_once.
+    """
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> RetainResult:
+        if not request.idempotency_key:
+            return super().memvault_retain(request)
+        key = (request.workspace_id, request.idempotency_key)
+        with self._lock:
+            recorded = self._keys.get(key)
+        if recorded is not None:
+            return recorded.result
+        time.sleep(0.05)  # the window between the look-up and the write
+        result = super().memvault_retain(attrs.evolve(request, idempotency_key=""))
+        with self._lock:
+            self._keys[key] = _Key(fingerprint=request.fingerprint(), result=result, recorded_at=clock.now())
+        return result
+
+
 @attrs.frozen
 class Mutant:
     """One deliberately broken provider and how the suite is aimed at it."""
@@ -2338,6 +2428,11 @@ _CLASSES: list[type[Any]] = [
     VectorsSearchedGlobally,
     VectorsKeptAfterReplace,
     VectorsKeptAfterForget,
+    SweepOnlyHides,
+    SweepLeavesDerivedData,
+    IgnoresIdempotencyKeys,
+    KeyAnswersAnotherWrite,
+    KeyRecordedOutsideTheWrite,
 ]
 
 _RECALL_TESTS = (
@@ -2351,6 +2446,13 @@ MUTANTS["claims-durable-and-multi-process"] = Mutant(
     MemoryProvider.capabilities | {Capability.DURABLE, Capability.MULTI_PROCESS},
 )
 
+#: The write-group base rewrites retain the way a SQL backend writes it, without expiries or idempotency keys: it
+#: and its mutants do not declare those (both are optional), so the suite's P41-P45 tests skip for them.
+_TIMELESS = MemoryProvider.capabilities - {Capability.EXPIRY, Capability.IDEMPOTENT_WRITES}
+for _key, _mutant in list(MUTANTS.items()):
+    if issubclass(_mutant.factory, _Grouped):
+        MUTANTS[_key] = attrs.evolve(_mutant, capabilities=_TIMELESS)
+
 #: Legitimate providers: each must pass its selection (the control-unmutated one: every mutant's).
 CONTROLS: dict[str, Mutant] = {
     "control-unmutated": Mutant(MemoryProvider, control_selection="*"),
@@ -2359,5 +2461,5 @@ CONTROLS: dict[str, Mutant] = {
         OwnRankingEngine, MemoryProvider.capabilities - {Capability.VECTORS}, control_selection=_RECALL_TESTS
     ),
     "control-no-cascade-unnamed": Mutant(NoCascadeUnnamed, frozenset(), control_selection="by_subject"),
-    "control-write-group": Mutant(_Grouped, control_selection="*"),
+    "control-write-group": Mutant(_Grouped, _TIMELESS, control_selection="*"),
 }

@@ -18,11 +18,13 @@ from memvault_parity.concurrency import ConcurrencyTests, CrashTests, ForgetRace
 from memvault_parity.forget import ForgetTests, ReadTests, SubjectErasureTests
 from memvault_parity.fork import ForkTests
 from memvault_parity.health import HealthTests
+from memvault_parity.idempotency import IdempotencyTests
 from memvault_parity.listing import ListingTests
 from memvault_parity.partitions import PartitionTests
 from memvault_parity.recall import RecallTests
 from memvault_parity.retain import CapTests, ModeTests, TierTests
 from memvault_parity.retain_many import RetainManyTests
+from memvault_parity.retention import ExpiryTests
 from memvault_parity.scan_together import JointScanTests
 from memvault_parity.scanner import ScannerTests
 from memvault_parity.vectors import VectorTests
@@ -50,6 +52,8 @@ class ProviderSuite(
     JointScanTests,
     ListingTests,
     VectorTests,
+    ExpiryTests,
+    IdempotencyTests,
 ):
     """The whole provider contract (P1-P28). Subclass it and set ``provider``.
 
