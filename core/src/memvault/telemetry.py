@@ -63,6 +63,8 @@ AVAILABLE: Final = importlib.util.find_spec("opentelemetry") is not None
 #: The values of ``[telemetry] traces``.
 TRACES: Final = ("off", "console", "otlp")
 _SCOPE: Final = "memvault"
+_OTEL_TRACE: Final = "opentelemetry.trace"
+_modules: Final = sys.modules
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 
 _P = ParamSpec("_P")
@@ -93,10 +95,11 @@ def _tracer() -> Any:
         if trace is None:
             return None  # never imported (or still importing): nobody can have set a provider
         provider = trace.get_tracer_provider()
-        if provider is not _cache[0] and isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
-            return None  # not cached: an application may set its provider later
     if provider is not _cache[0]:
-        _cache[1] = provider.get_tracer(_SCOPE)
+        # The proxy (no provider set yet) is one object for ever: cached as "off", like a no-op
+        # provider. Setting a real provider makes get_tracer_provider() return another object.
+        off = isinstance(provider, (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
+        _cache[1] = None if off else provider.get_tracer(_SCOPE)
         _cache[0] = provider
     return _cache[1]
 
@@ -352,6 +355,8 @@ def traced(verb: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
 
         @functools.wraps(method)
         def with_span(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if _trace is None and _settings.provider is None and _OTEL_TRACE not in _modules:
+                return method(*args, **kwargs)  # tracing off, OpenTelemetry never imported: no call more
             tracer = _tracer()
             if tracer is None:
                 return method(*args, **kwargs)
