@@ -193,8 +193,11 @@ def test_the_background_sweeper_runs_every_interval_and_stops_on_close(monkeypat
 
 
 def test_a_provider_declaring_expiry_must_implement_the_sweep() -> None:
+    """A local provider must; a remote client need not (its service sweeps), and runs no sweeper."""
     with pytest.raises(memvault.PluginError, match="memvault_sweep_expired"):
         Vault(_Plain(), name="plain", capabilities={Capability.EXPIRY})
+    client = Vault(_Plain(), name="client", capabilities={Capability.EXPIRY, Capability.REMOTE})
+    assert client._sweeper is None
 
 
 def _config(tmp_path: Path, text: str) -> Path:

@@ -313,7 +313,8 @@ class Vault:
                 "a provider that has it (memory, sqlite, postgres, local-disk)"
             )
         expiring = {Capability.EXPIRY, Capability.IDEMPOTENT_WRITES} & self.capabilities
-        if expiring and not self._provides("memvault_sweep_expired"):
+        remote = Capability.REMOTE in self.capabilities  # its service sweeps; the client need not
+        if expiring and not remote and not self._provides("memvault_sweep_expired"):
             raise PluginError(
                 f"provider {self.name!r} declares {', '.join(sorted(expiring))} but does not implement "
                 "memvault_sweep_expired: implement it, or do not declare the capability"
@@ -328,7 +329,7 @@ class Vault:
             background_sweep
             and sweep_interval is not None
             and expiring
-            and Capability.REMOTE not in self.capabilities  # a service sweeps its own store
+            and not remote  # a service sweeps its own store
         ):
             self._sweeper = _Sweeper(self, sweep_interval)
 

@@ -7,7 +7,7 @@ output. Exit codes: 0 success, 1 an operation failed (or health is not ok),
 the sibling modules; plugins add commands through ``memvault_register_commands``.
 
 May import: every layer below (its siblings :mod:`memvault.cli.common`,
-:mod:`memvault.cli.quarantine` and :mod:`memvault.cli.transfer` included).
+:mod:`memvault.cli.quarantine`, :mod:`memvault.cli.retention` and :mod:`memvault.cli.transfer` included).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import click
 
 from memvault.cli.common import Context, emit, fail, json_option, render_table
 from memvault.cli.quarantine import quarantine
+from memvault.cli.retention import retention
 from memvault.cli.transfer import export, import_, inspect
 from memvault.contract.errors import MemvaultError, NotSupported
 from memvault.contract.models import ForgetRequest, HealthStatus, ReadRequest, RecallRequest, RetainRequest, Tier
@@ -349,6 +350,7 @@ def unstructure_check(check: Any) -> dict[str, str]:
 
 
 cli.add_command(quarantine)
+cli.add_command(retention)
 cli.add_command(export)
 cli.add_command(import_)
 cli.add_command(inspect)
