@@ -236,3 +236,17 @@ def test_config_errors_name_the_bad_key(tmp_path: Path, text: str, field: str) -
         load_config(_config(tmp_path, text))
     assert caught.value.field == field
     assert field.rsplit(".", 1)[-1] in str(caught.value)
+
+
+def test_the_async_vault_sweeps_too() -> None:
+    """P43: AsyncVault.sweep_expired awaits the same sweep."""
+    import asyncio
+
+    clock = ManualClock()
+    with use_clock(clock):
+        async_vault = memvault.open_async("memory", scanner="off")
+        asyncio.run(async_vault.retain(_retain(expires_at=clock() + HOUR)))
+        clock.advance(2 * HOUR)
+        report = asyncio.run(async_vault.sweep_expired())
+        assert [d.label for d in report.documents] == ["pins.md"]
+        asyncio.run(async_vault.aclose())

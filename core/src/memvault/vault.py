@@ -853,6 +853,10 @@ class AsyncVault:
         """Awaitable :meth:`Vault.health`, under the same deadline."""
         return await asyncio.to_thread(self.vault.health)
 
+    async def sweep_expired(self, *, dry_run: bool = False) -> SweepReport:
+        """Awaitable :meth:`Vault.sweep_expired` (P43)."""
+        return await asyncio.to_thread(self.vault.sweep_expired, dry_run=dry_run)
+
     async def aclose(self) -> None:
         """Close the provider."""
         await asyncio.to_thread(self.vault.close)

@@ -7,6 +7,8 @@
 * :mod:`memvault.contract.scanning`: the check a provider runs on the stored body of an append;
 * :mod:`memvault.contract.forking`: what a provider resets in a forked child;
 * :mod:`memvault.contract.registration`: the registration callbacks' protocols;
+* :mod:`memvault.contract.clock`: the one clock expiry decisions read (``use_clock`` for tests);
+* :mod:`memvault.contract.retention`: retention policies, durations, the sweep's request and result;
 * :mod:`memvault.contract.wire`: the one cattrs converter (JSON for the HTTP wire,
   config, export files and stored quarantine records).
 
