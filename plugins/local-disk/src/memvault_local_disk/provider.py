@@ -71,6 +71,7 @@ from memvault.contract.models import (
     validate_identifier,
 )
 from memvault.contract.retention import SweepRequest, SweepResult
+from memvault.contract.scanning import nothing_written
 from memvault.hooks.markers import hookimpl
 from memvault_local_disk import fs
 from memvault_local_disk.expiry import META_SUFFIX, NONE, Meta, earliest, meta_name, read_meta, write_meta
@@ -228,6 +229,7 @@ class LocalDiskProvider:
                     if recorded is not None:
                         if recorded.fingerprint != request.fingerprint():
                             raise IdempotencyConflict(key=request.idempotency_key, workspace_id=workspace)
+                        nothing_written()  # tells the scanner's check there is no body to scan (P29)
                         return recorded.result  # a repeat: nothing written, even if the document changed since
                 current = fs.lstat(handle, name)
                 if current is not None and stat.S_ISLNK(current.st_mode):
@@ -297,6 +299,10 @@ class LocalDiskProvider:
                     # gone, P40); those of lines it keeps word for word stay, as in every other provider.
                     keep_current_entries(handle, name, request.content)
                 fs.write_atomic(handle, name, body, mode=old_mode)
+                # The file's mtime is the document's last accepted write on the memory's clock (the sweep's
+                # retention cutoffs compare it: P43), as the vault's clock tells it, not the kernel's.
+                stamp = int(now.timestamp() * 1_000_000_000)
+                os.utime(name, ns=(stamp, stamp), dir_fd=handle.fd, follow_symlinks=False)
                 if new_meta != interim:
                     write_meta(handle, name, new_meta)
                 if record is not None and key_handle is not None:
@@ -515,13 +521,17 @@ class LocalDiskProvider:
             with fs.open_dir(self.root, (), create=False) as root:
                 workspaces = _folders(root)
             for workspace in workspaces:
+                swept: list[DocumentInfo] = []
                 for parts in self._document_folders(workspace, lambda _path: _quiet()):
-                    if len(documents) >= request.limit:
-                        more = more or bool(self._expired_in(parts, request, 1))
-                        break
-                    found = self._expired_in(parts, request, request.limit - len(documents))
-                    documents.extend(found)
-                quarantined += self._sweep_quarantine(workspace, request)
+                    if len(documents) + len(swept) >= request.limit:
+                        # Only a look: past the limit nothing more is removed by this call.
+                        more = more or bool(self._expired_in(parts, attrs.evolve(request, dry_run=True), 1))
+                        if more:
+                            break
+                        continue
+                    swept.extend(self._expired_in(parts, request, request.limit - len(documents) - len(swept)))
+                documents.extend(swept)
+                quarantined += self._sweep_quarantine(workspace, request, swept)
                 if request.keys_before is not None:
                     keys += KeyFolder(self.root, workspace).forget_before(request.keys_before, dry_run=request.dry_run)
         return SweepResult(documents=documents, quarantine_removed=quarantined, keys_removed=keys, more=more)
@@ -584,17 +594,23 @@ class LocalDiskProvider:
                 remove_orphans(handle)
         return out
 
-    def _sweep_quarantine(self, workspace: str, request: SweepRequest) -> int:
-        """Remove the workspace's quarantine copies past their tier's retention (counted from when the
-        copy was kept); how many."""
+    def _sweep_quarantine(self, workspace: str, request: SweepRequest, swept: Sequence[DocumentInfo]) -> int:
+        """Remove the workspace's quarantine copies that expired, are past their tier's retention (counted
+        from when the copy was kept), or were kept for a document this sweep removed (a copy is the
+        rejected final body: it holds the document's text); how many."""
         folder = self._quarantine(workspace)
+        documents = {(d.agent_id, d.crew_id, d.label) for d in swept}
         removed = 0
         with _quiet(), folder.handle(create=False) as handle:
             if handle is None:
                 return 0
             for record in folder.list():
                 tier = parse_label(record.label)[0]
-                if not request.retention.past_retention(workspace, tier, record.created_at, request.now):
+                if (
+                    not _copy_expired(record, request.now)
+                    and not request.retention.past_retention(workspace, tier, record.created_at, request.now)
+                    and (record.agent_id, record.crew_id, record.label) not in documents
+                ):
                     continue
                 removed += 1
                 if not request.dry_run:
@@ -698,13 +714,15 @@ class LocalDiskProvider:
     def memvault_quarantine_list(self, workspace_id: str) -> list[QuarantineRecord]:
         folder = self._quarantine(workspace_id)
         with self._storage("list quarantine copies"):
-            return folder.list()
+            now = clock.now()
+            return [r for r in folder.list() if not _copy_expired(r, now)]  # absent once expired (P42)
 
     @hookimpl
     def memvault_quarantine_get(self, workspace_id: str, sha256: str) -> QuarantineRecord | None:
         folder = self._quarantine(workspace_id)
         with self._storage("read a quarantine copy"):
-            return folder.get(sha256)
+            record = folder.get(sha256)
+        return None if record is None or _copy_expired(record, clock.now()) else record
 
     @hookimpl
     def memvault_quarantine_delete(self, workspace_id: str, sha256: str) -> int:
@@ -854,6 +872,10 @@ class LocalDiskProvider:
             with unfinished.attempt(handle.relpath, folder=handle.relpath):
                 remove_orphans(handle)
         return removed
+
+
+def _copy_expired(record: QuarantineRecord, now: dt.datetime) -> bool:
+    return record.expires_at is not None and record.expires_at <= now
 
 
 def _body(handle: fs.DirHandle, name: str) -> bytes:
