@@ -250,3 +250,35 @@ def test_the_async_vault_sweeps_too() -> None:
         report = asyncio.run(async_vault.sweep_expired())
         assert [d.label for d in report.documents] == ["pins.md"]
         asyncio.run(async_vault.aclose())
+
+
+def test_a_replayed_turn_capture_is_stored_once() -> None:
+    """P44: the default capture keys its daily append by the slot and the phase's operation id, so the same
+    turn.completed delivered twice (a retry after a lost answer, another replica) writes one line."""
+    from memvault.contract.lifecycle import LifecycleContext, SlotOptions
+
+    with memvault.open("memory", scanner="off") as vault:
+
+        def ctx(operation_id: str) -> LifecycleContext:
+            return LifecycleContext(
+                vault=vault,
+                slot="m",
+                description="",
+                scope_key="a",
+                workspace_id="w",
+                agent_id="a",
+                session_id="s",
+                phase="turn.completed",
+                operation_id=operation_id,
+                turn=1,
+                input_text="where do I park?",
+                output_text="level 2",
+                options=SlotOptions(capture=True),
+            )
+
+        for operation in ("op-1", "op-1", "op-2"):
+            vault.capture_turn_completed(ctx(operation))
+        assert _read(vault, "daily").count("level 2") == 2
+        time.sleep(1.1)  # the line carries the time: a later replay is another request under the same key
+        vault.capture_turn_completed(ctx("op-1"))
+        assert _read(vault, "daily").count("level 2") == 2

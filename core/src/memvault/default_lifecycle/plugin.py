@@ -24,12 +24,13 @@ modules of :mod:`memvault.default_lifecycle`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Final
 
-from memvault.contract.errors import CapExceeded
+from memvault.contract.errors import CapExceeded, IdempotencyConflict
 from memvault.contract.lifecycle import LifecycleContext, RecalledMessage, RecallOutcome, Tool
-from memvault.contract.models import CAPS, RecallRequest, RetainRequest, Tier
+from memvault.contract.models import CAPS, Capability, RecallRequest, RetainRequest, Tier
 from memvault.default_lifecycle.notes import NotesStore, notes_tools
 from memvault.default_lifecycle.tools import daily_line, memory_tools
 from memvault.hooks.markers import hookimpl
@@ -101,12 +102,24 @@ class DefaultLifecycle:
         asked = ctx.input_text or next((m.content for m in reversed(ctx.history) if m.role == "user"), "")
         text = f"user: {_clip(asked, 600)} | assistant: {_clip(ctx.output_text, 1200)}"
         line = _clip(daily_line(text).rstrip("\n"), MAX_CAPTURE_BYTES) + "\n"
+        # Keyed by the slot and the phase's operation id where the provider keeps keys (P44): the same
+        # turn.completed delivered again (a retry after a lost answer, another replica) writes nothing.
+        key = ""
+        if Capability.IDEMPOTENT_WRITES in getattr(ctx.vault, "capabilities", ()):
+            key = "turn:" + hashlib.sha256(f"{ctx.slot}\0{ctx.operation_id}".encode()).hexdigest()[:40]
         try:
             ctx.vault.retain(
                 RetainRequest(
-                    workspace_id=ctx.workspace_id, agent_id=ctx.agent_id, tier=Tier.DAILY, content=line, mode="append"
+                    workspace_id=ctx.workspace_id,
+                    agent_id=ctx.agent_id,
+                    tier=Tier.DAILY,
+                    content=line,
+                    mode="append",
+                    idempotency_key=key,
                 )
             )
+        except IdempotencyConflict:
+            log.debug("slot %r: turn %r was captured already (operation %r)", ctx.slot, ctx.turn, ctx.operation_id)
         except CapExceeded:
             log.warning(
                 "slot %r: today's daily document is full (%s bytes); turn not captured", ctx.slot, CAPS[Tier.DAILY]
