@@ -9,18 +9,43 @@ May import: :mod:`memvault.contract`.
 from __future__ import annotations
 
 import datetime as _dt
+import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
 from memvault.contract.errors import InvalidRequest
 from memvault.contract.lifecycle import LifecycleContext, Tool
-from memvault.contract.models import MAX_RECALL_LIMIT, ReadRequest, RecallRequest, RetainRequest, Tier
+from memvault.contract.models import MAX_RECALL_LIMIT, Capability, ReadRequest, RecallRequest, RetainRequest, Tier
 
-__all__ = ["APPEND_DAILY_SCHEMA", "READ_SCHEMA", "SEARCH_SCHEMA", "WRITE_SCHEMA", "daily_line", "memory_tools"]
+__all__ = [
+    "APPEND_DAILY_SCHEMA",
+    "READ_SCHEMA",
+    "SEARCH_SCHEMA",
+    "WRITE_SCHEMA",
+    "daily_line",
+    "idempotency_key_for",
+    "memory_tools",
+]
 
 #: Tiers a slot's tools can reach: the agent tiers of the slot's own partition.
 _READ_TIERS: Final = [t.value for t in Tier if t.is_agent_tier]
 _WRITE_TIERS: Final = [t for t in _READ_TIERS if t != Tier.LESSONS.value]
+
+
+def idempotency_key_for(vault: object, base: str = "") -> str:
+    """The idempotency key (P44) for one write through ``vault``: ``base`` (an operation id) when given, else a
+    fresh ``mv-<uuid4>``; ``""`` when the vault's provider records no keys (a key would be ``NotSupported``).
+
+    A write with a key is safe to repeat: a caller whose answer was lost (a dropped connection) tries again
+    and the provider answers with the first result instead of writing twice. Over http-remote the client
+    asks the service whether its provider records them (``honours_idempotency_keys``).
+    """
+    if Capability.IDEMPOTENT_WRITES not in getattr(vault, "capabilities", ()):
+        return ""
+    honours = getattr(getattr(vault, "provider", None), "honours_idempotency_keys", None)
+    if callable(honours) and not honours():
+        return ""
+    return base or f"mv-{uuid.uuid4().hex}"
 
 
 def daily_line(entry: str, now: _dt.datetime | None = None) -> str:
@@ -90,6 +115,7 @@ def memory_tools(ctx: LifecycleContext) -> list[Tool]:
                 key=args.get("key", ""),
                 content=args["content"],
                 mode=args["mode"],
+                idempotency_key=idempotency_key_for(vault),
             )
         )
         return {"id": result.id, "bytes": result.bytes, "warning": result.warning}
@@ -117,6 +143,7 @@ def memory_tools(ctx: LifecycleContext) -> list[Tool]:
                 tier=Tier.DAILY,
                 content=daily_line(args["entry"]),
                 mode="append",
+                idempotency_key=idempotency_key_for(vault),
             )
         )
         return {"id": result.id, "bytes": result.bytes, "warning": result.warning}

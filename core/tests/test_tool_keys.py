@@ -1,0 +1,82 @@
+"""The memory tools give each write an idempotency key of its own (P44) where the provider records them.
+
+Every host that runs the tools (the MCP server, the OpenAI Agents and LangGraph adapters) builds them with
+``memory_tools``: a write they repeat after a lost answer is then answered, not applied twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import memvault
+from memvault.contract.lifecycle import LifecycleContext, SlotOptions
+from memvault.contract.models import Capability, RetainRequest
+from memvault.default_lifecycle.tools import idempotency_key_for, memory_tools
+from memvault.hooks.markers import hookimpl
+from memvault.providers.memory import MemoryProvider
+
+
+class _Keys:
+    """A plugin that notes the idempotency key of every retain the vault's provider is asked for."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @hookimpl(wrapper=True)
+    def memvault_retain(self, request: RetainRequest) -> Any:
+        self.seen.append(request.idempotency_key)
+        return (yield)
+
+
+def _tools(vault: memvault.Vault) -> dict[str, Any]:
+    ctx = LifecycleContext(
+        vault=vault,
+        slot="m",
+        description="",
+        scope_key="a",
+        workspace_id="w",
+        agent_id="a",
+        session_id="s",
+        phase="tools",
+        operation_id="op",
+        turn=1,
+        options=SlotOptions(),
+    )
+    return {tool.name: tool.handler for tool in memory_tools(ctx)}
+
+
+def _vault(capabilities: frozenset[str], keys: _Keys) -> memvault.Vault:
+    return memvault.Vault(MemoryProvider(), name="memory", capabilities=capabilities, plugins=[keys])
+
+
+def test_each_tool_write_carries_a_key_of_its_own() -> None:
+    keys = _Keys()
+    with _vault(MemoryProvider.capabilities, keys) as vault:
+        tools = _tools(vault)
+        tools["append_daily"]({"entry": "fed the cat"})
+        tools["append_daily"]({"entry": "fed the cat"})
+        tools["write"]({"tier": "pins", "content": "likes tea\n", "mode": "append"})
+        assert vault.read(memvault.ReadRequest(workspace_id="w", agent_id="a", tier="pins")).content == "likes tea\n"
+    assert len(keys.seen) == 3
+    assert all(key.startswith("mv-") for key in keys.seen)
+    assert len(set(keys.seen)) == 3  # one per call: two calls with the same text are two writes
+
+
+def test_no_key_for_a_provider_that_records_none() -> None:
+    keys = _Keys()
+    without = MemoryProvider.capabilities - {Capability.IDEMPOTENT_WRITES}
+    with _vault(without, keys) as vault:
+        _tools(vault)["append_daily"]({"entry": "fed the cat"})
+    assert keys.seen == [""]
+
+
+@pytest.mark.parametrize("base", ["", "memop1_abc:0"])
+def test_idempotency_key_for_is_identifier_safe(base: str) -> None:
+    with memvault.open("memory", scanner="off") as vault:
+        key = idempotency_key_for(vault, base)
+        assert key == base or key.startswith("mv-")
+        # The rule RetainRequest applies (P3): the key is accepted as it is.
+        assert RetainRequest(workspace_id="w", agent_id="a", tier="pins", content="x\n", mode="append",
+                             idempotency_key=key).idempotency_key == key  # fmt: skip
