@@ -135,13 +135,14 @@ def _decoded_text(block: str) -> str | None:
 
 
 def _targets(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
-    """(kind, URL, span) for every image and link target in ``text``; a URL is reported once."""
-    seen: list[tuple[int, int]] = []
+    """(kind, URL, span) for every image and link target in ``text``; a URL is reported once (the
+    wrappers' targets and a bare URL inside one start at the same character)."""
+    seen: set[int] = set()
 
     def fresh(span: tuple[int, int]) -> bool:
-        if any(s <= span[0] < e for s, e in seen):
+        if span[0] in seen:
             return False
-        seen.append(span)
+        seen.add(span[0])
         return True
 
     images: set[str] = set()
@@ -202,12 +203,12 @@ def url_hits(text: str, allowed_hosts: Iterable[str] = ()) -> Iterator[tuple[str
     if "://" not in text and _SCHEME_MENTION.search(text) is None:
         return
     allowed = tuple(allowed_hosts)
-    scripted = []
+    scripted = set()
     for match in _SCRIPT_TARGET.finditer(text):
-        scripted.append(match.span(1))
+        scripted.add(match.start(1))
         yield "url_script_scheme", match.group(1).strip(), match.span(1)
     for kind, url, span in _targets(text):
-        if any(start <= span[0] < end for start, end in scripted):
+        if span[0] in scripted:
             continue
         if kind != "bare" and _SCRIPT_SCHEME.match(url):
             yield "url_script_scheme", url[:80], span
