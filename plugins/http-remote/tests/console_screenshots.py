@@ -22,6 +22,7 @@ from console_support import (  # noqa: E402 - the tests' helpers, importable onc
     SUBJECT,
     browser_binaries,
     browser_login,
+    follow,
     start_chromium,
     start_console_service,
 )
@@ -57,7 +58,7 @@ def main(out: Path) -> None:
             shot("quarantine")
             driver.get(f"{url}/console/w/{ACME}/erase")
             driver.find_element(By.ID, "subject").send_keys(SUBJECT)
-            driver.find_element(By.ID, "erase").click()
+            follow(driver, driver.find_element(By.ID, "erase"))
             shot("erasure")
             driver.get(url + "/console/health")
             shot("health")

@@ -206,6 +206,32 @@ def start_chromium(chromium: str, chromedriver: str, profile: Path) -> Any:
     return webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
 
 
+def follow(driver: Any, element: Any, timeout: float = 30.0) -> None:
+    """Click a link or submit button and wait for the next page to load (a click does not wait for it).
+
+    The old page is gone once its root element cannot be read any more: chromedriver says so with a
+    stale-element error, or, mid-navigation, with another WebDriverException.
+    """
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+
+    def left(_: Any) -> bool:
+        try:
+            page.tag_name  # noqa: B018 - reading it is the probe
+        except WebDriverException:
+            return True
+        return False
+
+    WebDriverWait(driver, timeout).until(left)
+    WebDriverWait(driver, timeout, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
+
+
 def browser_login(driver: Any, url: str, token: str) -> None:
     """Log in through the login form, as an operator would (a fresh session: cookies cleared first)."""
     from selenium.webdriver.common.by import By
@@ -214,5 +240,5 @@ def browser_login(driver: Any, url: str, token: str) -> None:
     driver.delete_all_cookies()
     driver.get(url + "/console/login")
     driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.ID, "login").click()
+    follow(driver, driver.find_element(By.ID, "login"))
     assert driver.current_url.endswith("/console/workspaces"), driver.current_url

@@ -23,6 +23,7 @@ from console_support import (
     SUBJECT,
     browser_binaries,
     browser_login,
+    follow,
     start_chromium,
     start_console_service,
 )
@@ -82,19 +83,19 @@ def test_log_in_and_find_a_memory_by_search(driver: Any, url: str) -> None:
     browser_login(driver, url, ADMIN_TOKEN)
     workspaces = [a.text for a in driver.find_elements(by.CSS_SELECTOR, "#workspaces a")]
     assert {ACME, OTHER} <= set(workspaces)
-    driver.find_element(by.LINK_TEXT, ACME).click()
+    follow(driver, driver.find_element(by.LINK_TEXT, ACME))
     labels = [a.text for a in driver.find_elements(by.CSS_SELECTOR, "a.doc")]
     assert {"AGENT.md", f"peers/{SUBJECT}.md", "peers/mallory.md"} <= set(labels)
-    driver.find_element(by.PARTIAL_LINK_TEXT, "search it").click()
+    follow(driver, driver.find_element(by.PARTIAL_LINK_TEXT, "search it"))
     driver.find_element(by.ID, "q").send_keys("green tea")
-    driver.find_element(by.ID, "search").click()
+    follow(driver, driver.find_element(by.ID, "search"))
     rows = driver.find_elements(by.CSS_SELECTOR, "#hits tbody tr")
     assert rows, driver.page_source
     cells = [c.text for c in rows[0].find_elements(by.TAG_NAME, "td")]
     assert cells[3] == "AGENT.md"
     assert float(cells[0]) > 0
     assert "green tea" in cells[5]
-    rows[0].find_element(by.LINK_TEXT, "AGENT.md").click()
+    follow(driver, rows[0].find_element(by.LINK_TEXT, "AGENT.md"))
     assert "Likes green tea in the morning." in driver.find_element(by.ID, "body").text
 
 
@@ -125,22 +126,27 @@ def test_stored_script_img_and_javascript_links_never_execute(driver: Any, url: 
         "document.body.appendChild(s);"
     )
     _not_executed(driver)
-    assert _csp_reports(driver), "the browser did not report the inline script it refused"
+    reports: list[str] = []
+    deadline = time.monotonic() + 10
+    while not reports and time.monotonic() < deadline:  # the browser log fills asynchronously
+        reports += _csp_reports(driver)
+        time.sleep(0.1)
+    assert reports, "the browser did not report the inline script it refused"
 
 
 def test_review_and_delete_a_quarantine_copy(driver: Any, url: str) -> None:
     by = _by()
     browser_login(driver, url, ADMIN_TOKEN)
     driver.get(f"{url}/console/w/{ACME}")
-    driver.find_element(by.LINK_TEXT, "Quarantine").click()
+    follow(driver, driver.find_element(by.LINK_TEXT, "Quarantine"))
     rows = driver.find_elements(by.CSS_SELECTOR, "#copies tbody tr")
     row = next(r for r in rows if "Ignore all previous instructions" in r.text)
     assert "instruction_override" in row.text
     assert "ignore_previous" in row.text
     assert "agent support" in row.text
-    row.find_element(by.LINK_TEXT, "review").click()
+    follow(driver, row.find_element(by.LINK_TEXT, "review"))
     assert INJECTION_DIGEST in driver.page_source
-    driver.find_element(by.ID, "delete").click()
+    follow(driver, driver.find_element(by.ID, "delete"))
     assert "Deleted 1 copy" in driver.find_element(by.ID, "notice").text
     assert INJECTION_DIGEST not in driver.page_source
     driver.get(f"{url}/console/w/{ACME}/quarantine/{INJECTION_DIGEST}")
@@ -151,16 +157,16 @@ def test_erase_a_subject_and_see_the_proof(driver: Any, url: str) -> None:
     by = _by()
     browser_login(driver, url, ADMIN_TOKEN)
     driver.get(f"{url}/console/w/{ACME}")
-    driver.find_element(by.LINK_TEXT, "Erase a subject").click()
+    follow(driver, driver.find_element(by.LINK_TEXT, "Erase a subject"))
     driver.find_element(by.ID, "subject").send_keys(SUBJECT)
-    driver.find_element(by.ID, "erase").click()
+    follow(driver, driver.find_element(by.ID, "erase"))
     status = driver.find_element(by.ID, "erasure-status").text
     assert status.startswith(("COMPLETE", "PENDING")), status
     assert driver.find_element(by.ID, "removed").text == "1"
     assert driver.find_element(by.ID, "left-documents").text == "0"
     assert driver.find_element(by.ID, "left-copies").text == "0"
     assert f"peers/{SUBJECT}.md" in driver.find_element(by.ID, "proof").text
-    driver.find_element(by.LINK_TEXT, "Documents").click()
+    follow(driver, driver.find_element(by.LINK_TEXT, "Documents"))
     labels = [a.text for a in driver.find_elements(by.CSS_SELECTOR, "a.doc")]
     assert f"peers/{SUBJECT}.md" not in labels
     assert "AGENT.md" in labels
@@ -187,7 +193,7 @@ def test_a_token_bound_to_one_workspace_never_sees_another(driver: Any, url: str
 def test_logging_out_closes_the_console(driver: Any, url: str) -> None:
     by = _by()
     browser_login(driver, url, ADMIN_TOKEN)
-    driver.find_element(by.ID, "logout").click()
+    follow(driver, driver.find_element(by.ID, "logout"))
     assert driver.current_url.endswith("/console/login")
     driver.get(f"{url}/console/w/{ACME}")
     assert driver.current_url.endswith("/console/login")
