@@ -362,11 +362,13 @@ class _Console:
         exact = {p for p in patterns if not p.endswith("*")}
         found = set(exact)
         listed = True
-        try:
-            documents = await self.call_listing(request, session, ListDocumentsRequest())
-            found |= {d.workspace_id for d in documents if session.entry.allows(d.workspace_id)}
-        except NotSupported:
-            listed = False
+        if len(exact) < len(patterns):
+            # Only a pattern ('team-*', '*') needs the store's listing to find its workspaces.
+            try:
+                documents = await self.call_listing(request, session, ListDocumentsRequest())
+                found |= {d.workspace_id for d in documents if session.entry.allows(d.workspace_id)}
+            except NotSupported:
+                listed = False
         return self.render(
             request,
             session,
