@@ -64,6 +64,9 @@ AVAILABLE: Final = importlib.util.find_spec("opentelemetry") is not None
 TRACES: Final = ("off", "console", "otlp")
 _SCOPE: Final = "memvault"
 _OTEL_TRACE: Final = "opentelemetry.trace"
+_UNKNOWN: Final = object()
+#: Whether the environment names a tracer provider for OpenTelemetry to load (read once).
+_PROVIDER_FROM_ENV: Final = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 _modules: Final = sys.modules
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 
@@ -94,7 +97,9 @@ def _tracer() -> Any:
         trace = _trace if _trace is not None else _imported()
         if trace is None:
             return None  # never imported (or still importing): nobody can have set a provider
-        provider = trace.get_tracer_provider()
+        provider = _global_provider(trace)
+        if provider is None:
+            return None
     if provider is not _cache[0]:
         # The proxy (no provider set yet) is one object for ever: cached as "off", like a no-op
         # provider. Setting a real provider makes get_tracer_provider() return another object.
@@ -102,6 +107,20 @@ def _tracer() -> Any:
         _cache[1] = None if off else provider.get_tracer(_SCOPE)
         _cache[0] = provider
     return _cache[1]
+
+
+def _global_provider(trace: Any) -> Any:
+    """OpenTelemetry's global tracer provider; ``None`` while none is set.
+
+    ``get_tracer_provider()`` looks ``OTEL_PYTHON_TRACER_PROVIDER`` up in ``os.environ`` on every
+    call while no provider is set (a raised KeyError: microseconds per verb), so the module's
+    global is read first, and the function called only when that variable names a provider or
+    the global is not where this version of the API keeps it.
+    """
+    provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is None and not _PROVIDER_FROM_ENV:
+        return None
+    return trace.get_tracer_provider()
 
 
 def _imported() -> Any:
