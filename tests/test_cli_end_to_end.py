@@ -99,7 +99,7 @@ def test_config_file_picks_local_disk_with_its_root(tmp_path: Path) -> None:
     (tmp_path / "memvault.toml").write_text('provider = "local-disk"\n[providers.local-disk]\nroot = "notes"\n')
     stored = run(tmp_path, "retain", "--workspace", "w", "--agent", "a", "--tier", "AGENT", "--mode", "replace", "hi")
     assert stored.returncode == 0, stored.stderr
-    assert (tmp_path / "notes" / "w" / "agents" / "a" / "AGENT.md").read_text() == "hi"
+    assert (tmp_path / "notes" / "w" / "agents" / "a" / "AGENT.md").read_text() == "hi\n"  # the CLI ends it
 
 
 def test_health_of_an_unusable_store_exits_1(tmp_path: Path) -> None:

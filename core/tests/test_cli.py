@@ -60,20 +60,20 @@ def test_providers_json_and_health_column() -> None:
 def test_retain_prints_the_label_and_size(run: Invoke) -> None:
     result = run("retain", "--workspace", "w", "--agent", "a", "--tier", "pins", "--mode", "append", "hello")
     assert result.exit_code == 0
-    assert result.output.strip() == "stored pins.md (5 bytes)"
+    assert result.output.strip() == "stored pins.md (6 bytes)"  # with the newline the CLI adds
 
 
 def test_retain_reads_standard_input(run: Invoke) -> None:
     result = run(
         "retain", "--workspace", "w", "--agent", "a", "--tier", "pins", "--mode", "append", "--json", stdin="from stdin"
     )
-    assert json.loads(result.output) == {"id": "pins.md", "bytes": 10, "warning": ""}
+    assert json.loads(result.output) == {"id": "pins.md", "bytes": 11, "warning": ""}  # and a newline
 
 
 def test_invalid_input_exits_2_with_the_rule(run: Invoke) -> None:
     result = run("retain", "--workspace", "w", "--agent", "../x", "--tier", "pins", "--mode", "append", "x")
     assert result.exit_code == 2
-    assert "agent_id '../x' is not a valid identifier" in result.output
+    assert "--agent '../x' is not a valid identifier" in result.output  # the option, not the field
 
 
 def test_recall_with_no_match_says_so(run: Invoke) -> None:
@@ -91,7 +91,7 @@ def test_read_and_forget_json(run: Invoke) -> None:
 def test_forget_needs_exactly_one_target(run: Invoke) -> None:
     result = run("forget", "--workspace", "w", "--agent", "a")
     assert result.exit_code == 2
-    assert "must set exactly one of id or data_subject_id" in result.output
+    assert "must set exactly one of --id or --subject" in result.output
 
 
 def test_health_ok_exits_0(run: Invoke) -> None:

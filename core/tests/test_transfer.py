@@ -428,7 +428,7 @@ def test_inspect_of_an_empty_store_says_so() -> None:
 def test_inspect_rejects_a_bad_workspace_with_exit_2() -> None:
     result = CliRunner().invoke(cli_module.cli, ["--provider", "memory", "inspect", "--workspace", "../x"])
     assert result.exit_code == 2
-    assert "workspace_id '../x' is not a valid identifier" in result.output
+    assert "--workspace '../x' is not a valid identifier" in result.output
 
 
 class _FailsOnPeers(MemoryProvider):

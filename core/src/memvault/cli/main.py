@@ -19,12 +19,20 @@ from typing import Any, TypeVar
 
 import click
 
-from memvault.cli.common import Context, emit, fail, json_option, render_table
+from memvault.cli.common import Context, emit, fail, json_option, render_table, table_width
 from memvault.cli.quarantine import quarantine
 from memvault.cli.retention import retention
 from memvault.cli.transfer import export, import_, inspect
 from memvault.contract.errors import MemvaultError, NotSupported
-from memvault.contract.models import ForgetRequest, HealthStatus, ReadRequest, RecallRequest, RetainRequest, Tier
+from memvault.contract.models import (
+    MAX_RECALL_LIMIT,
+    ForgetRequest,
+    HealthStatus,
+    ReadRequest,
+    RecallRequest,
+    RetainRequest,
+    Tier,
+)
 from memvault.contract.versions import CONTRACT_VERSION
 from memvault.contract.wire import unstructure
 from memvault.doctor import run_checks
@@ -36,6 +44,8 @@ __all__ = ["cli", "main"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _TIERS = [t.value for t in Tier]
+#: The tiers with a document per key (a date, a peer's slug); the others hold one document.
+_KEYED = (Tier.DAILY.value, Tier.PEERS.value)
 
 
 def _partition_options(func: _F) -> _F:
@@ -49,16 +59,30 @@ def _partition_options(func: _F) -> _F:
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="Path of memvault.toml.")
 @click.option("--provider", default=None, help="Provider name (overrides the config).")
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="Provider setting.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (as each command's --json).")
 @click.version_option(package_name="memvault", message=f"memvault %(version)s (contract {CONTRACT_VERSION})")
 @click.pass_context
-def cli(ctx: click.Context, config: str | None, provider: str | None, options: tuple[str, ...]) -> None:
+def cli(ctx: click.Context, config: str | None, provider: str | None, options: tuple[str, ...], as_json: bool) -> None:
     """memvault: pluggable long-term memory for AI agents."""
-    ctx.obj = Context(config, provider, options)
+    ctx.obj = Context(config, provider, options, as_json)
+    if as_json:  # also for commands that declare their own --json (a plugin's, a group's)
+        ctx.default_map = _json_defaults(cli)
+
+
+def _json_defaults(group: click.Group) -> dict[str, Any]:
+    """A click ``default_map`` turning on the ``--json`` flag of every command under ``group``."""
+    found: dict[str, Any] = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found[name] = _json_defaults(command)
+        elif any(param.name == "as_json" for param in command.params):
+            found[name] = {"as_json": True}
+    return found
 
 
 @cli.command()
 @click.option("--health", "with_health", is_flag=True, help="Open each provider's scratch instance and probe it.")
-@json_option
+@json_option()
 def providers(with_health: bool, as_json: bool) -> None:
     """List installed providers with distribution, version, contract version and capabilities.
 
@@ -92,11 +116,11 @@ def providers(with_health: bool, as_json: bool) -> None:
         return
     headers = ["NAME", "DISTRIBUTION", "VERSION", "CONTRACT", "CAPABILITIES"] + (["HEALTH"] if with_health else [])
     table = [
-        [r["name"], r["distribution"], r["version"], r["contract_version"], ",".join(r["capabilities"]) or "-"]
+        [r["name"], r["distribution"], r["version"], r["contract_version"], ", ".join(r["capabilities"]) or "-"]
         + ([r["health"]] if with_health else [])
         for r in rows
     ]
-    click.echo(render_table(headers, table))
+    click.echo(render_table(headers, table, table_width()))
     for problem in problems:
         where = f" (distribution {problem['distribution']})" if problem["distribution"] else ""
         click.echo(f"warning: plugin {problem['plugin']}{where} not usable: {problem['cause']}", err=True)
@@ -124,13 +148,21 @@ def _probe(name: str) -> str:
 @click.option("--key", default="", help="Date for daily (default today), slug for peers.")
 @click.option("--mode", type=click.Choice(["replace", "append"]), required=True, help="Replace or append.")
 @click.option("--subject", "data_subject_id", default="", help="Data subject id, for erasure.")
+@click.option("--no-newline", is_flag=True, help="Store CONTENT exactly as given: no newline added at its end.")
 @click.argument("content", required=False)
-@json_option
+@json_option()
 @click.pass_obj
-def retain(obj: Context, /, content: str | None, as_json: bool, **fields: str) -> None:
-    """Store CONTENT (or standard input when CONTENT is '-' or missing)."""
+def retain(obj: Context, /, content: str | None, as_json: bool, no_newline: bool, **fields: str) -> None:
+    """Store CONTENT (or standard input when CONTENT is '-' or missing).
+
+    The stored text ends with a newline: one is added when CONTENT (or standard
+    input) does not end with one, so appended facts stay on lines of their own.
+    --no-newline stores it exactly as given.
+    """
     if content is None or content == "-":
         content = sys.stdin.read()
+    if content and not no_newline and not content.endswith("\n"):
+        content += "\n"
     try:
         request = RetainRequest(content=content, **fields)
         with obj.open() as vault:
@@ -147,20 +179,26 @@ def retain(obj: Context, /, content: str | None, as_json: bool, **fields: str) -
 @cli.command()
 @_partition_options
 @click.option("--tier", type=click.Choice(_TIERS), default=None, help="Only this tier (default: all readable).")
-@click.option("--limit", type=int, default=20, show_default=True, help="At most this many hits (1-20).")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_RECALL_LIMIT),
+    default=MAX_RECALL_LIMIT,
+    show_default=True,
+    help=f"At most this many hits (1-{MAX_RECALL_LIMIT}).",
+)
 @click.option(
     "--explain",
     is_flag=True,
     help="Show each hit's score parts: its lexical score and its similarity in meaning (with an embedder).",
 )
 @click.argument("query")
-@json_option
+@json_option()
 @click.pass_obj
 def recall(obj: Context, /, query: str, as_json: bool, explain: bool, **fields: Any) -> None:
     """Search memory for lines matching QUERY, by its words and, with an embedder, by its meaning."""
     try:
         request = RecallRequest(query=query, **fields)
-        with obj.open() as vault:
+        with obj.open(read_only=True) as vault:
             result = vault.recall(request)
     except MemvaultError as exc:
         fail(exc)
@@ -175,7 +213,7 @@ def recall(obj: Context, /, query: str, as_json: bool, explain: bool, **fields: 
     else:
         rows = [[f"{h.score:.3f}", f"{h.source}:{h.line}", _flat(h.snippet)] for h in result.hits]
         headers = ["SCORE", "SOURCE", "SNIPPET"]
-    text = render_table(headers, rows) if rows else "no matches"
+    text = render_table(headers, rows, table_width()) if rows else "no matches"
     if explain and result.hits and all(h.lexical is None for h in result.hits):
         text += "\n(by words only: no embedder, or the provider keeps no vectors)"
     if result.quarantined:
@@ -195,7 +233,7 @@ def _flat(snippet: str) -> str:
 @click.option(
     "--timeout", type=float, default=None, help="Stop after this many seconds; the rest stays pending (resumable)."
 )
-@json_option
+@json_option()
 @click.pass_obj
 def reembed(obj: Context, timeout: float | None, as_json: bool) -> None:
     """Embed every line still waiting for a vector of the configured embedder (recall by meaning).
@@ -248,13 +286,17 @@ def reembed(obj: Context, timeout: float | None, as_json: bool) -> None:
 @_partition_options
 @click.option("--tier", type=click.Choice(_TIERS), required=True, help="Memory tier.")
 @click.option("--key", default="", help="Date for daily (default today), slug for peers.")
-@json_option
+@json_option()
 @click.pass_obj
 def read(obj: Context, /, as_json: bool, **fields: str) -> None:
     """Print one whole document."""
+    if fields["key"] and fields["tier"] not in _KEYED:
+        raise click.BadParameter(
+            f"--key applies to daily and peers only: the {fields['tier']} tier has one document", param_hint="--key"
+        )
     try:
         request = ReadRequest(**fields)
-        with obj.open() as vault:
+        with obj.open(read_only=True) as vault:
             result = vault.read(request)
     except MemvaultError as exc:
         fail(exc)
@@ -266,7 +308,7 @@ def read(obj: Context, /, as_json: bool, **fields: str) -> None:
 @_partition_options
 @click.option("--id", "id_", default="", help="Document label, e.g. AGENT.md or daily/2026-01-31.md.")
 @click.option("--subject", "data_subject_id", default="", help="Erase every document of this data subject.")
-@json_option
+@json_option()
 @click.pass_obj
 def forget(obj: Context, /, id_: str, data_subject_id: str, as_json: bool, **fields: str) -> None:
     """Remove a document (--id) or every document of a data subject (--subject)."""
@@ -287,13 +329,13 @@ def forget(obj: Context, /, id_: str, data_subject_id: str, as_json: bool, **fie
 
 
 @cli.command()
-@json_option
+@json_option()
 @click.pass_obj
 def health(obj: Context, as_json: bool) -> None:
     """Probe the configured provider; exit 1 when it is not healthy or cannot be opened."""
     name = obj.provider or "configured provider"
     try:
-        with obj.open() as vault:
+        with obj.open(read_only=True) as vault:
             status = vault.health()
             name = vault.name
     except MemvaultError as exc:
@@ -311,7 +353,7 @@ def health(obj: Context, as_json: bool) -> None:
 
 
 @cli.command()
-@json_option
+@json_option()
 @click.pass_obj
 def doctor(obj: Context, as_json: bool) -> None:
     """Check the installation and the configured store; print what to fix.
@@ -334,13 +376,17 @@ def doctor(obj: Context, as_json: bool) -> None:
         emit(True, {"ok": not failed, "checks": [unstructure_check(c) for c in checks]}, "")
     else:
         rows = [[c.name, c.status.upper() if c.status != "ok" else "ok", c.detail] for c in checks]
-        click.echo(render_table(["CHECK", "STATUS", "DETAIL"], rows))
+        click.echo(render_table(["CHECK", "STATUS", "DETAIL"], rows, table_width()))
         fixes = [c for c in checks if c.status != "ok" and c.fix]
         if fixes:
             click.echo("\nto fix:")
             for c in fixes:
                 click.echo(f"  {c.name}: {c.fix}")
-        click.echo("\n" + (f"{len(failed)} problem(s) found" if failed else "no problems found"))
+        warned = sum(1 for c in checks if c.status == "warn")
+        summary = f"{len(failed)} problem(s) found" if failed else "no problems found"
+        if warned:
+            summary += f", {warned} warning(s) (see above)"
+        click.echo("\n" + summary)
     if failed:
         sys.exit(1)
 

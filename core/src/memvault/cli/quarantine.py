@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from memvault.cli.common import Context, fail, render_table, skipped_unreadable
+from memvault.cli.common import Context, fail, json_option, render_table, skipped_unreadable
 from memvault.contract.errors import MemvaultError
 from memvault.contract.models import QuarantineRecord
 from memvault.contract.wire import unstructure
@@ -45,7 +45,7 @@ def quarantine() -> None:
 
 @quarantine.command("list")
 @click.option("--workspace", "workspace_id", required=True, help="Workspace id.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (content included).")
+@json_option("Print JSON for scripts (content included).")
 @click.pass_obj
 def list_(obj: Context, workspace_id: str, as_json: bool) -> None:
     """List the quarantine copies of a workspace, oldest first.
@@ -54,7 +54,7 @@ def list_(obj: Context, workspace_id: str, as_json: bool) -> None:
     line on stderr and the command exits 1; the others are listed all the same.
     """
     try:
-        with obj.open() as vault, skipped_unreadable() as skipped:
+        with obj.open(read_only=True) as vault, skipped_unreadable() as skipped:
             records = quarantine_records(vault, workspace_id)
     except MemvaultError as exc:
         fail(exc)
@@ -93,12 +93,12 @@ def _print_records(workspace_id: str, records: list[QuarantineRecord], as_json: 
 @quarantine.command("show")
 @click.option("--workspace", "workspace_id", required=True, help="Workspace id.")
 @click.argument("sha256")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option()
 @click.pass_obj
 def show(obj: Context, workspace_id: str, sha256: str, as_json: bool) -> None:
     """Show one quarantine copy by SHA256 (or a unique prefix of 8+ hex digits)."""
     try:
-        with obj.open() as vault:
+        with obj.open(read_only=True) as vault:
             record = quarantine_record(vault, workspace_id, sha256)
             # "now" judges with the thresholds and allow-list the vault's scanner runs with ([scan]).
             plugins = vault.plugin_manager.get_plugins()

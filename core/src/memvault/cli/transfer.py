@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import click
 
-from memvault.cli.common import Context, fail, render_table, skipped_unreadable
+from memvault.cli.common import Context, fail, json_option, render_table, skipped_unreadable, table_width
 from memvault.contract.errors import InvalidRequest, MemvaultError
 from memvault.contract.models import CAPS, DocumentInfo, ListDocumentsRequest, Tier
 from memvault.contract.wire import unstructure
@@ -98,7 +98,7 @@ def _output(path: str | None) -> Iterator[IO[str]]:
 @click.option("--workspace", "workspace_id", default="", help="Export this workspace (default: every workspace).")
 @click.option("--output", "output", default=None, metavar="FILE", help="Write here (default: standard output).")
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar on stderr.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (on stderr with no --output).")
+@json_option("Print the summary as JSON (on stderr with no --output).")
 @click.pass_obj
 def export(obj: Context, workspace_id: str, output: str | None, no_progress: bool, as_json: bool) -> None:
     """Write memory as versioned JSON Lines: documents with bodies and subjects, and quarantine copies.
@@ -108,7 +108,7 @@ def export(obj: Context, workspace_id: str, output: str | None, no_progress: boo
     withholds (a service's quarantined documents) are listed and exit 1.
     """
     try:
-        with obj.open(scanner="off") as vault:
+        with obj.open(scanner="off", read_only=True) as vault:
             supports_listing(vault)
             if workspace_id:
                 ListDocumentsRequest(workspace_id=workspace_id)  # validate before creating the file
@@ -147,7 +147,7 @@ def export(obj: Context, workspace_id: str, output: str | None, no_progress: boo
     help="Documents written at once (a provider that writes in groups, as sqlite does, takes lists of 64).",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar on stderr.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option("Print the summary as JSON.")
 @click.pass_obj
 def import_(obj: Context, file: str, verify: bool, replace: bool, jobs: int, no_progress: bool, as_json: bool) -> None:
     """Read an export FILE ('-' for standard input) into the configured provider.
@@ -172,7 +172,7 @@ def import_(obj: Context, file: str, verify: bool, replace: bool, jobs: int, no_
                         bar.total(count_documents(path, name=name))
                         problems = verify_import(vault, path, progress=bar.step, name=name)
         except MemvaultError as exc:
-            fail(exc)
+            fail(exc, as_flags=False)  # the fields it names are the file's
             return
     payload: dict[str, Any] = unstructure(summary)
     if verify:
@@ -228,7 +228,7 @@ def _usage(doc: DocumentInfo) -> tuple[int | None, float | None]:
 @click.option("--agent", "agent_id", default="", help="Only this agent's documents.")
 @click.option("--crew", "crew_id", default="", help="Only this crew's documents.")
 @click.option("--tier", type=click.Choice(_TIERS), default=None, help="Only this tier.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option()
 @click.pass_obj
 def inspect(obj: Context, workspace_id: str, agent_id: str, crew_id: str, tier: str | None, as_json: bool) -> None:
     """List documents with their size, cap usage, data subjects and last change.
@@ -238,7 +238,7 @@ def inspect(obj: Context, workspace_id: str, agent_id: str, crew_id: str, tier: 
     """
     try:
         request = ListDocumentsRequest(workspace_id=workspace_id, agent_id=agent_id, crew_id=crew_id, tier=tier)
-        with obj.open() as vault, skipped_unreadable() as skipped:
+        with obj.open(read_only=True) as vault, skipped_unreadable() as skipped:
             documents = vault.list_documents(request).documents
     except MemvaultError as exc:
         fail(exc)
@@ -280,7 +280,7 @@ def _print_documents(workspace_id: str, documents: list[DocumentInfo], as_json: 
             ]
         )
     headers = ["WORKSPACE", "OWNER", "DOCUMENT", "BYTES", "CAP", "USED", "SUBJECTS", "UPDATED (UTC)"]
-    click.echo(render_table(headers, table))
+    click.echo(render_table(headers, table, table_width()))
     total = sum(doc.bytes for doc in documents)
     full = sum(1 for doc in documents if (_usage(doc)[1] or 0) >= 0.8)
     click.echo(
