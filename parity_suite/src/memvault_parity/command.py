@@ -5,10 +5,13 @@ Importing this module is cheap: pytest and the suite load only when the command 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
 
 import click
 
+from memvault.cli.common import json_option
 from memvault.hooks.markers import hookimpl
 
 __all__ = ["memvault_register_commands", "parity"]
@@ -32,8 +35,15 @@ __all__ = ["memvault_register_commands", "parity"]
     is_flag=True,
     help="Also fail the contract lines newer than the version the provider declares (default: list them).",
 )
+@json_option("Print the summary as JSON on standard output (pytest's report goes to standard error).")
 def parity(
-    name: str, options: tuple[str, ...], keyword: str | None, exitfirst: bool, verbose: bool, strict: bool
+    name: str,
+    options: tuple[str, ...],
+    keyword: str | None,
+    exitfirst: bool,
+    verbose: bool,
+    strict: bool,
+    as_json: bool,
 ) -> None:
     """Run the parity suite against the installed provider NAME.
 
@@ -62,9 +72,31 @@ def parity(
         sys.exit(2)
     from memvault_parity.runner import run_parity
 
-    outcome = run_parity(
-        name, settings, keyword=keyword, exitfirst=exitfirst, strict=strict, extra_args=["-v"] if verbose else []
-    )
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        outcome = run_parity(
+            name,
+            settings,
+            keyword=keyword,
+            exitfirst=exitfirst,
+            strict=strict,
+            extra_args=["-v"] if verbose else [],
+            out=sys.stderr if as_json else None,
+        )
+    if as_json:
+        summary = {
+            "provider": name,
+            "ok": outcome.ok,
+            "passed": outcome.passed,
+            "failed": [{"test": test, "contract": numbers} for test, numbers in outcome.failed],
+            "not_met": [
+                {"test": test, "contract_version": version, "contract": numbers}
+                for test, version, numbers in outcome.not_met
+            ],
+            "skipped": outcome.skipped,
+            "xfailed": outcome.xfailed,
+            "pytest_exit_code": outcome.exit_code,
+        }
+        click.echo(json.dumps(summary, indent=2))
     sys.exit(0 if outcome.ok else 1)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import secrets
+import socket
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -15,15 +17,42 @@ from memvault.contract.errors import InvalidRequest, MemvaultError
 from memvault.vault import open_configured, settings_from_pairs
 from memvault_http_remote.settings import ServerSettings, TokenStore, hash_token, load_tokens_file
 
-__all__ = ["serve", "token"]
+__all__ = ["port_in_use", "serve", "token"]
 
 #: Where `memvault serve` with no arguments keeps its data: sqlite in the current directory.
 DEFAULT_SQLITE_PATH: Final = "memvault.db"
+#: The command the hints print, runnable as printed (``--workspace`` is required; ``*`` would be every workspace).
+TOKEN_NEW_HINT: Final = "memvault token new --name NAME --workspace WORKSPACE"
 
 
 def _fail(message: str, code: int = 2) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def port_in_use(host: str, port: int, option: str = "--port") -> str:
+    """What to say when ``host:port`` is taken by another process (``""`` when it is free, or 0).
+
+    Binds a socket the way the server will (``SO_REUSEADDR``, as uvicorn) and closes it at once,
+    before anything is opened, so a taken port is one clear line instead of a bare errno.
+    """
+    if not port:
+        return ""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError:
+        return ""  # the server reports an unusable host itself
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return ""
+            return (
+                f"port {port} on {host} is in use: stop the other process, or pass another {option} (0: any free one)"
+            )
+    return ""
 
 
 def _root_context(ctx: click.Context) -> tuple[str | None, str | None, tuple[str, ...]]:
@@ -100,9 +129,13 @@ def serve(
         _fail(
             f"refusing to serve on {server.host} without any token: anyone who can reach it could read "
             "and erase every workspace. Configure tokens ([[server.tokens]] in memvault.toml or "
-            "--tokens-file; create entries with `memvault token new`), bind 127.0.0.1, or pass "
+            f"--tokens-file; create entries with `{TOKEN_NEW_HINT}`), bind 127.0.0.1, or pass "
             "--insecure-no-auth if this network is trusted"
         )
+        return
+    taken = port_in_use(server.host, server.port)
+    if taken:
+        _fail(taken, 1)
         return
     # Open the provider before any warning: a mistyped name or a missing setting is
     # the one message the user needs, not buried under the no-token warning.
@@ -119,7 +152,7 @@ def serve(
                 if is_loopback(server.host)
                 else "--insecure-no-auth: ANYONE WHO CAN REACH THIS ADDRESS CAN READ AND ERASE MEMORY. "
             )
-            + "Create tokens with `memvault token new`.",
+            + f"Create tokens with `{TOKEN_NEW_HINT}`.",
             err=True,
         )
     run_server(vault, server, tokens)

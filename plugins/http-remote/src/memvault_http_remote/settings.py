@@ -173,7 +173,8 @@ def load_tokens_file(path: str | Path) -> list[TokenEntry]:
         location,
         what="tokens file",
         field="tokens_file",
-        missing_hint=f"create it with `memvault token new >> {location}`",
+        # `memvault token new`'s own hint (memvault_http_remote.commands.TOKEN_NEW_HINT), runnable as printed.
+        missing_hint=f"create it with `memvault token new --name NAME --workspace WORKSPACE >> {location}`",
     )
     return structure(data, _TokensFile, what=str(location)).tokens
 

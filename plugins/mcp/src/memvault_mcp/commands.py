@@ -101,6 +101,7 @@ def mcp(
     bound to the caller's own memory: the --principal over stdio, the bearer
     token's name over HTTP. Logs go to standard error.
     """
+    from memvault_http_remote.commands import port_in_use
     from memvault_http_remote.settings import TokenStore, load_tokens_file
     from memvault_mcp.service import MemoryService, open_slots
 
@@ -114,6 +115,12 @@ def mcp(
             tokens = TokenStore(load_tokens_file(tokens_path))
         if transport == "stdio" and tokens_path is not None and tokens_file:
             raise InvalidRequest("--tokens-file only applies to --transport http", field="tokens_file")
+        if check and _describe_unopened(config, root, root_options, transport, tokens):
+            return
+        taken = port_in_use(host, port) if transport == "http" and not check else ""
+        if taken:  # said before any store is opened (and created)
+            _fail(taken, 1)
+            return
         slots, vaults = open_slots(
             config,
             memvault_config=getattr(root, "config", None),
@@ -159,6 +166,40 @@ def _describe(config: ServerConfig, slots: list[Any], transport: str, tokens: An
         click.echo(f"http: {len(tokens.entries)} token(s)" if tokens else "http: NO AUTH")
 
 
+def _describe_unopened(
+    config: ServerConfig, root: Any, root_options: dict[str, str], transport: str, tokens: Any
+) -> bool:
+    """``--check`` where a slot's store does not exist yet: describe the slots without opening
+    any (opening would create the store; a check only looks). False when every store exists."""
+    from memvault.config import Config, load_config
+    from memvault.doctor import missing_store
+
+    memvault_config = load_config(getattr(root, "config", None))
+    default = getattr(root, "provider", None)
+    missing = []
+    for spec in config.slots:
+        if spec.provider:
+            missing.append((spec.provider, missing_store(Config(), spec.provider, spec.options)))
+        else:
+            options = {**root_options, **spec.options}
+            name = default or memvault_config.provider
+            missing.append((name, missing_store(memvault_config, name, options)))
+    if not any(message for _, message in missing):
+        return False
+    for spec, (name, message) in zip(config.slots, missing, strict=True):
+        scope = f"value {spec.value!r}" if spec.scope == "value" else spec.scope
+        state = message.split(" (", 1)[0] + " (created on the first write)" if message else "store exists"
+        click.echo(
+            f"slot {spec.name}: kind {spec.kind}, provider {name}, "
+            f"workspace {spec.workspace or config.workspace}, scope {scope}; {state}"
+        )
+    if transport == "stdio":
+        click.echo(f"stdio: principal {config.principal!r}")
+    else:
+        click.echo(f"http: {len(tokens.entries)} token(s)" if tokens else "http: NO AUTH")
+    return True
+
+
 def _slot_summary(config: ServerConfig) -> str:
     return ", ".join(s.name for s in config.slots)
 
@@ -172,6 +213,7 @@ def _serve_http(
     http_path: str,
     insecure_no_auth: bool,
 ) -> None:
+    from memvault_http_remote.commands import TOKEN_NEW_HINT
     from memvault_http_remote.server import is_loopback
     from memvault_mcp.server import run_http
 
@@ -179,13 +221,13 @@ def _serve_http(
         if not is_loopback(host) and not insecure_no_auth:
             _fail(
                 f"refusing to serve on {host} without any token: anyone who can reach it could read and write "
-                "memory. Pass --tokens-file (entries from `memvault token new`), bind 127.0.0.1, or pass "
+                f"memory. Pass --tokens-file (entries from `{TOKEN_NEW_HINT}`), bind 127.0.0.1, or pass "
                 "--insecure-no-auth if this network is trusted"
             )
             return
         click.echo(
             f"warning: no tokens configured: every request is served as principal {config.principal!r}, "
-            "on every workspace. Create tokens with `memvault token new`.",
+            f"on every workspace. Create tokens with `{TOKEN_NEW_HINT}`.",
             err=True,
         )
     describe = f"{http_path}, slots {_slot_summary(config)}, " + (
