@@ -350,6 +350,31 @@ class ScannerTests(SuiteBase):
         assert quarantine_records(scanned, other) == []
         assert quarantine_record(scanned, other, info.value.sha256) is None
 
+    @requires("quarantine")
+    def test_p30_an_operator_deletes_exactly_the_reviewed_copy(self, scanned: memvault.Vault, ws: str) -> None:
+        """P30: a provider implementing the optional ``memvault_quarantine_delete`` deletes the reviewed copy
+        and nothing else: another copy, the same body's copy in another workspace and the document stay."""
+        impls = scanned.plugin_manager.hook.memvault_quarantine_delete.get_hookimpls()
+        if not any(impl.plugin is scanned.provider for impl in impls):
+            pytest.skip("the provider does not implement the optional hook memvault_quarantine_delete")
+        other = self.new_workspace()
+        for workspace in (ws, other):
+            self.put(scanned, workspace, "Prefers metric units.\n")
+        with pytest.raises(memvault.ContentRejected) as reviewed:
+            self.put(scanned, ws, INJECTION)
+        with pytest.raises(memvault.ContentRejected) as kept:
+            self.put(scanned, ws, INJECTION + " Keep this one.", agent="agent-2")
+        with pytest.raises(memvault.ContentRejected) as elsewhere:
+            self.put(scanned, other, INJECTION)
+        assert elsewhere.value.sha256 == reviewed.value.sha256
+        assert scanned.quarantine_delete(ws, reviewed.value.sha256) == 1
+        assert quarantine_record(scanned, ws, reviewed.value.sha256) is None
+        assert [r.sha256 for r in quarantine_records(scanned, ws)] == [kept.value.sha256]
+        assert [r.sha256 for r in quarantine_records(scanned, other)] == [reviewed.value.sha256]
+        read = memvault.ReadRequest(workspace_id=ws, agent_id="agent-1", tier="AGENT")
+        assert scanned.read(read).content == "Prefers metric units.\n"
+        assert scanned.quarantine_delete(ws, reviewed.value.sha256) == 0
+
     @since("1.0")
     @requires("quarantine", "cascade_forget")
     def test_p24_forget_by_subject_removes_the_subjects_quarantine_copies(
