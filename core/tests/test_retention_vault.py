@@ -282,3 +282,29 @@ def test_a_replayed_turn_capture_is_stored_once() -> None:
         time.sleep(1.1)  # the line carries the time: a later replay is another request under the same key
         vault.capture_turn_completed(ctx("op-1"))
         assert _read(vault, "daily").count("level 2") == 2
+
+
+def test_a_vault_refused_for_its_policy_leaves_no_embedding_worker_behind() -> None:
+    """A policy over a provider without expiry fails the vault after its embedding worker started: the worker
+    is stopped, not left running for a vault nobody holds."""
+    import numpy as np
+
+    class Ones:
+        model_id = "ones-1"
+        dimensions = 4
+
+        def embed(self, texts: Any) -> Any:
+            return np.ones((len(texts), self.dimensions), dtype=np.float32)
+
+    caps = MemoryProvider.capabilities - {Capability.EXPIRY}
+    policy = RetentionPolicy(tiers={"daily": dt.timedelta(days=1)})
+    before = set(threading.enumerate())
+    with pytest.raises(NotSupported):
+        Vault(MemoryProvider(), name="m", capabilities=caps, embedder=Ones(), retention=policy)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        left = [t for t in threading.enumerate() if t not in before and t.name.startswith("memvault-embed-")]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert left == []

@@ -293,7 +293,12 @@ class Vault:
             bind = getattr(plugin, "bind_vault", None)
             if plugin is not provider and callable(bind):
                 bind(self)
-        self._init_retention(retention, idempotency_window, sweep_interval, background_sweep)
+        try:
+            self._init_retention(retention, idempotency_window, sweep_interval, background_sweep)
+        except BaseException:
+            if self.embedding is not None:  # its worker already runs: a vault refused here leaves no thread
+                self.embedding.close()
+            raise
 
     def _init_retention(
         self,
