@@ -2,7 +2,12 @@
 
 * ```python blocks are executed;
 * ```console blocks: every `$ ` line runs in a shell and its shown output is
-  checked (a first shown line `error: ...` means the command must fail).
+  checked (a first shown line `error: ...` means the command must fail): each
+  shown line must be a whole line the command printed, after both pass through
+  :func:`normalise` (times, dates, hashes, durations, rates, free space,
+  ports, versions, recall scores, temporary paths and token secrets become placeholders, and
+  runs of spaces one space, so a table's rows are compared cell by cell).
+  A page shows what the commands print, not a paraphrase.
   `pip install` lines install into the venv the README's first command made
   (in a fresh copy of the repository, see ``readme_service``); lines that talk
   to `http://127.0.0.1:8765` go to the server that command started;
@@ -12,6 +17,12 @@
 Any other block, and any block that cannot run here, carries a marker on the
 line above it: ``<!-- not run: the reason -->`` (invisible in the rendered
 site). A block without either fails :func:`test_every_block_runs_or_says_why_not`.
+
+A block whose marker line is ``<!-- output of the block above -->`` is what
+the block right above it prints: a ```python block's standard output, or the
+last `$ ` line's of a ```console block. It is not run itself; the block above
+is, and every line it printed must equal the page's, in order, after
+:func:`normalise` (``...`` alone on a line stands for any lines).
 
 A block that needs a module only some envs install (a plugin's or a framework's
 page) says so on a line above it, ``<!-- needs: module, ... -->``: it runs where
@@ -52,10 +63,16 @@ def pages() -> list[Path]:
     return [p for p in found if p.relative_to(ROOT).as_posix() not in NOT_SAMPLES]
 
 
+_OUTPUT = re.compile(r"<!--\s*output of the block above\s*-->\s*$")
+OUTPUT_REASON = "the output of the block above, checked when that block runs"
+
+
 class Block:
     def __init__(self, page: str, line: int, kind: str, code: str, reason: str, needs: list[str]) -> None:
         self.page, self.line, self.kind, self.code, self.reason = page, line, kind, code, reason
         self.needs = needs
+        #: The page's copy of what this block prints (the output block under it), if any.
+        self.output: str | None = None
 
     def skip_unless_installed(self) -> None:
         for module in self.needs:
@@ -79,9 +96,13 @@ def blocks() -> list[Block]:
             marks = [m.group(1) for c in comments if (m := _MARK.search(c))]
             needs = [n.strip() for c in comments if (m := _NEEDS.search(c)) for n in m.group(1).split(",") if n.strip()]
             line = source[: match.start()].count("\n") + 1
-            found.append(
-                Block(rel, line, match.group(1), textwrap.dedent(match.group(2)), marks[0] if marks else "", needs)
-            )
+            code = textwrap.dedent(match.group(2))
+            if any(_OUTPUT.search(c) for c in comments):
+                if not found or found[-1].page != rel:
+                    raise AssertionError(f"{rel}:{line}: an output block with no block above it")
+                found[-1].output = code
+                marks = [OUTPUT_REASON]
+            found.append(Block(rel, line, match.group(1), code, marks[0] if marks else "", needs))
     return found
 
 
@@ -105,7 +126,9 @@ def test_blocks_are_found_on_every_page_kind() -> None:
 
 
 @pytest.mark.parametrize("block", _runnable("python"), ids=repr)
-def test_python_sample_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_sample_runs(
+    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     block.skip_unless_installed()
     for key in [k for k in os.environ if k.startswith("MEMVAULT_")]:
         monkeypatch.delenv(key)
@@ -113,6 +136,8 @@ def test_python_sample_runs(block: Block, tmp_path: Path, monkeypatch: pytest.Mo
     script = tmp_path / "sample.py"
     script.write_text(block.code)
     runpy.run_path(str(script), run_name="__main__")
+    if block.output is not None:
+        assert_prints(block, capsys.readouterr().out)
 
 
 def _commands(code: str) -> list[tuple[str, list[str]]]:
@@ -136,6 +161,60 @@ def _commands(code: str) -> list[tuple[str, list[str]]]:
             index += 1
         out.append((command, shown))
     return out
+
+
+#: What differs from one run to the next, in the order applied: (pattern, placeholder).
+_VOLATILE = [
+    (re.compile(r"mvt_[A-Za-z0-9_-]+"), "<TOKEN>"),
+    (re.compile(r"^\s*\d\.\d{3}(?=\s)"), "<SCORE>"),  # a recall hit's score leads its row (it depends on the embedder)
+    (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<TIME>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<DATE>"),
+    (re.compile(r"\b[0-9a-f]{8,64}\b"), "<HEX>"),
+    (re.compile(r"(?:/tmp|/var/folders|/private/var)/\S+|/\S*pytest-of-\S+"), "<PATH>"),
+    (re.compile(r"\b\d+(?:\.\d+)? GiB free at \S+"), "<FREE>"),
+    (re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s)\b"), "<DURATION>"),
+    (re.compile(r"\(\d+/s\)"), "(<RATE>)"),
+    (re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d+"), r"\1:<PORT>"),
+    (re.compile(r"\b\d+\.\d+\.\d+(?:[.+-][0-9A-Za-z.]+)?\b"), "<VERSION>"),
+    (re.compile(r"Python <VERSION> \([^)]*\)"), "Python <VERSION> (<PATH>)"),
+]
+
+
+def normalise(text: str) -> str:
+    """``text`` with what changes between runs replaced by placeholders, and spaces collapsed."""
+    for pattern, placeholder in _VOLATILE:
+        text = pattern.sub(placeholder, text)
+    return " ".join(text.split())
+
+
+def assert_prints(block: Block, printed: str) -> None:
+    """``printed`` is the page's output block under ``block``, line for line once normalised."""
+    assert block.output is not None
+    want = [normalise(line) for line in block.output.splitlines() if line.strip()]
+    got = [normalise(line) for line in printed.splitlines() if line.strip()]
+    pattern = "".join(".*?\n" if line == "..." else re.escape(line) + "\n" for line in want)
+    assert re.fullmatch(pattern, "".join(line + "\n" for line in got), re.S), (
+        f"{block}: the page shows another output than the block prints.\npage:\n{block.output}\nprinted:\n{printed}"
+    )
+
+
+def _printed(shown: str, output: str) -> bool:
+    """Whether the page's line ``shown`` is a whole line of ``output``, once both are normalised."""
+    want = normalise(shown)
+    return any(normalise(line) == want for line in output.splitlines())
+
+
+def test_normalise_hides_what_changes_between_runs_only() -> None:
+    """The placeholders cover times, hashes, durations and paths, and nothing a reader relies on."""
+    a = "acme  agent:support  AGENT.md  21  4000  1%  -  2026-11-30 13:07:15"
+    b = "acme       agent:support     AGENT.md  21     4000  1%    -            2026-12-03 09:01:59"
+    assert normalise(a) == normalise(b)
+    assert normalise("stored pins.md (31 bytes)") != normalise("stored pins.md (32 bytes)")
+    assert normalise("embedded 3 line(s) in 0.4 s (7/s)") == normalise("embedded 3 line(s) in 12.9 s (1/s)")
+    assert normalise("sha256 35ee60af0123") == normalise("sha256 9f86d081884c")
+    assert normalise("0.196  pins.md:1  Deploys") == normalise("0.402  pins.md:1  Deploys")
+    assert _printed("stored pins.md (31 bytes)", "stored pins.md (31 bytes)\n")
+    assert not _printed("stored pins.md", "stored pins.md (31 bytes)\n")  # a whole line, not a part
 
 
 def _serve(command: str, cwd: Path, env: dict[str, str]) -> str:
@@ -176,6 +255,10 @@ def test_console_sample_runs(block: Block, tmp_path: Path, request: pytest.Fixtu
     (tmp_path / "memvault.toml").write_text("[server]\nport = 0\n")
     commands = _commands(block.code)
     assert commands, f"{block}: a console block without any `$ ` line"
+    if "pip install" not in block.code:
+        # The cross env, which runs these pages, installs no embedder: every env prints the same
+        # (a page says what an embedder adds to an output).
+        env["MEMVAULT_EMBEDDER"] = "off"
     for command, shown in commands:
         cwd, run_env = tmp_path, env
         if "pip install" in block.code:
@@ -209,7 +292,9 @@ def test_console_sample_runs(block: Block, tmp_path: Path, request: pytest.Fixtu
         else:
             assert code == 0, f"{block}: `{command}` exited {code}:\n{output}"
         for line in shown:
-            assert line.strip() in output, f"{block}: `{command}` did not print {line!r}:\n{output}"
+            assert _printed(line, output), f"{block}: `{command}` did not print {line!r}:\n{output}"
+    if block.output is not None:
+        assert_prints(block, output)
 
 
 def _config_blocks() -> list[Block]:
