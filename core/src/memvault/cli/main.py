@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import attrs
 import click
 
 from memvault.cli.common import Context, emit, fail, json_option, render_table, table_width
@@ -35,6 +36,7 @@ from memvault.contract.models import (
 )
 from memvault.contract.versions import CONTRACT_VERSION
 from memvault.contract.wire import unstructure
+from memvault.default_lifecycle.tools import idempotency_key_for
 from memvault.doctor import run_checks
 from memvault.registry import PLUGIN_FAILURE, get_registry
 from memvault.vault import open as open_vault
@@ -149,6 +151,12 @@ def _probe(name: str) -> str:
 @click.option("--mode", type=click.Choice(["replace", "append"]), required=True, help="Replace or append.")
 @click.option("--subject", "data_subject_id", default="", help="Data subject id, for erasure.")
 @click.option("--no-newline", is_flag=True, help="Store CONTENT exactly as given: no newline added at its end.")
+@click.option(
+    "--idempotency-key",
+    default="",
+    help="Name this write: the same command with the same key stores it once (default: a new key, where the "
+    "provider records keys; --json prints it).",
+)
 @click.argument("content", required=False)
 @json_option()
 @click.pass_obj
@@ -158,6 +166,10 @@ def retain(obj: Context, /, content: str | None, as_json: bool, no_newline: bool
     The stored text ends with a newline: one is added when CONTENT (or standard
     input) does not end with one, so appended facts stay on lines of their own.
     --no-newline stores it exactly as given.
+
+    Each write carries an idempotency key where the provider records them
+    (contract P44): run the command again with --idempotency-key and the key
+    --json printed, and a write that already happened is not stored twice.
     """
     if content is None or content == "-":
         content = sys.stdin.read()
@@ -166,6 +178,8 @@ def retain(obj: Context, /, content: str | None, as_json: bool, no_newline: bool
     try:
         request = RetainRequest(content=content, **fields)
         with obj.open() as vault:
+            if not request.idempotency_key:
+                request = attrs.evolve(request, idempotency_key=idempotency_key_for(vault))
             result = vault.retain(request)
     except MemvaultError as exc:
         fail(exc)
@@ -173,7 +187,10 @@ def retain(obj: Context, /, content: str | None, as_json: bool, no_newline: bool
     text = f"stored {result.id} ({result.bytes} bytes)"
     if result.warning:
         text += f"\nwarning: {result.warning}"
-    emit(as_json, unstructure(result), text)
+    payload = unstructure(result)
+    if request.idempotency_key:
+        payload["idempotency_key"] = request.idempotency_key
+    emit(as_json, payload, text)
 
 
 @cli.command()
