@@ -197,3 +197,23 @@ def test_a_recall_during_a_sweep_keeps_answering_p43(vault: memvault.Vault, cloc
     assert len(report.documents) == 300
     assert answers
     assert all(answer == ["the walrus stays"] for answer in answers)
+
+
+def test_a_recall_subtracts_expired_documents_from_the_index_alone_p41(vault: memvault.Vault, db_path: Path) -> None:
+    """The statistics' subtraction reads the covering index of expired documents, never their rows
+    (with half a 10,000-line partition expired, reading the rows made a recall 3.3x slower)."""
+    retain(vault, "a line\n", tier="pins")
+    conn = sqlite3.connect(str(db_path))
+    try:
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT coalesce(sum(line_count), 0), coalesce(sum(term_count), 0) FROM documents"
+                " INDEXED BY documents_expiring WHERE partition_id = ? AND purge_at IS NOT NULL AND purge_at <= ?"
+                " AND tier IN (?, ?)",
+                (1, "9999", "pins", "AGENT"),
+            )
+        )
+    finally:
+        conn.close()
+    assert "COVERING INDEX documents_expiring" in plan, plan

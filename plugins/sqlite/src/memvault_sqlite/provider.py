@@ -15,6 +15,7 @@ import functools
 import logging
 import math
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
@@ -77,6 +78,9 @@ _OUR_TABLES: Final = frozenset(
 SWEEP_BATCH_DOCUMENTS: Final = 64
 #: ... or of about this many lines, so a recall or a write never waits long for the writer turn.
 SWEEP_BATCH_LINES: Final = 512
+#: After each batch the sweep pauses this fraction of the batch's time: recalls in this process get the
+#: interpreter and a core between batches (a sweep is background work; it takes that much longer).
+SWEEP_PAUSE: Final = 0.5
 
 
 class SqliteProvider:
@@ -766,7 +770,9 @@ class SqliteProvider:
             ):
                 ids = [doc_id for _info, _lines, doc_id in batch]
                 sweep = functools.partial(_sweep_batch, ids=ids, request=request)
+                started = time.monotonic()
                 gone, copies = self.db.commit(sweep, "sweep_expired")
+                time.sleep((time.monotonic() - started) * SWEEP_PAUSE)
                 removed.extend(info for info, _lines, doc_id in batch if doc_id in gone)
                 quarantined += copies
                 batch = []

@@ -555,7 +555,9 @@ _V8: Final = (
     # The sweep and health find what is due without a scan; a recall subtracts a partition's expired
     # documents from its statistics through the second.
     "CREATE INDEX IF NOT EXISTS documents_by_purge ON documents (purge_at) WHERE purge_at IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS documents_expiring ON documents (partition_id, purge_at) WHERE purge_at IS NOT NULL",
+    # Covering (tier and counts): a recall's subtraction reads the index alone, not each document's row.
+    "CREATE INDEX IF NOT EXISTS documents_expiring ON documents (partition_id, purge_at, tier, line_count, term_count)"
+    " WHERE purge_at IS NOT NULL",
     # The retention sweep's cutoffs: a tier's documents whose last write is older than the cutoff.
     "CREATE INDEX IF NOT EXISTS documents_by_write ON documents (tier, updated_at)",
     "ALTER TABLE quarantine ADD COLUMN expires_at TEXT",
