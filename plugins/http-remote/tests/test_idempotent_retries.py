@@ -158,6 +158,26 @@ def test_an_append_whose_answer_was_lost_is_stored_exactly_once(local_disk_serve
         proxy.close()
 
 
+def test_a_batch_whose_answer_was_lost_stores_each_item_exactly_once(local_disk_server: ServerProcess) -> None:
+    proxy = DroppingProxy([local_disk_server.url])
+    entries = [f"<entry {n}>\n" for n in range(3)]
+    try:
+        with memvault.open("http-remote", url=proxy.url, token=PARITY_TOKEN, scanner="off", timeout=5.0) as vault:
+            results = vault.retain_many(
+                [
+                    memvault.RetainRequest(
+                        workspace_id=WORKSPACE, agent_id="a1", tier="daily", key="2026-05-01", content=e, mode="append"
+                    )
+                    for e in entries
+                ]
+            )
+            assert proxy.retains == 2  # the batch whose answer was dropped, and its retry
+            assert [r.bytes for r in results] == [len("".join(entries[: n + 1])) for n in range(3)]
+            assert _read(vault) == "".join(entries)
+    finally:
+        proxy.close()
+
+
 def test_a_conflicting_reuse_of_a_key_is_a_409_idempotency_conflict(local_disk_server: ServerProcess) -> None:
     with memvault.open("http-remote", url=local_disk_server.url, token=PARITY_TOKEN, scanner="off") as vault:
         _append(vault, "k-reused")
