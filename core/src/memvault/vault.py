@@ -280,6 +280,9 @@ class Vault:
         self._hook = self.plugin_manager.hook
         self._closed = False
         self.embedding: Embedding | None = None
+        #: The embedder the scanner's check by meaning uses (whatever the provider stores: verdicts
+        #: do not depend on it); ``None``: the scanner judges by its rules alone.
+        self.scan_embedder: Embedder | None = embedder
         if embedder is not None and Capability.VECTORS in self.capabilities:
             absent = [h for h in _VECTOR_HOOKS if not self._provides(h)]
             if absent:
@@ -944,8 +947,10 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: memvault.open(...)
         embedding = embedder
     else:
         chosen = embedder or os.environ.get("MEMVAULT_EMBEDDER", "").strip() or "auto"
-        # Only a provider keeping vectors loads a model: one without recalls by words, as before.
-        embedding = registry.embedder(chosen, embed) if Capability.VECTORS in info.capabilities else None
+        # A provider keeping vectors recalls by meaning; the builtin scanner judges by meaning whatever
+        # the provider (the model loads on first use).
+        wanted = Capability.VECTORS in info.capabilities or scanner == "builtin"
+        embedding = registry.embedder(chosen, embed) if wanted else None
         if chosen not in ("auto", "off") and Capability.VECTORS not in info.capabilities:
             registry.embedder(chosen, embed)  # a misspelt name or bad settings still fail loudly
     try:
