@@ -80,3 +80,48 @@ def test_idempotency_key_for_is_identifier_safe(base: str) -> None:
         # The rule RetainRequest applies (P3): the key is accepted as it is.
         assert RetainRequest(workspace_id="w", agent_id="a", tier="pins", content="x\n", mode="append",
                              idempotency_key=key).idempotency_key == key  # fmt: skip
+
+
+class _KeysNotHonoured(MemoryProvider):
+    """A provider like the http-remote client in front of a service whose provider records no keys: it
+    declares the capability (its vault's capabilities are fixed) but answers ``honours_idempotency_keys()``
+    False and refuses a key, as the client does (``NotSupported``)."""
+
+    def honours_idempotency_keys(self) -> bool:
+        return False
+
+    @hookimpl
+    def memvault_retain(self, request: RetainRequest) -> Any:
+        if request.idempotency_key:
+            raise memvault.errors.NotSupported("the service's provider records no idempotency keys")
+        return super().memvault_retain(request)
+
+
+def test_turn_capture_sends_no_key_a_service_cannot_honour() -> None:
+    """The default turn capture asks the same question as the tools (``idempotency_key_for``): over a
+    service whose provider records no keys it writes the turn unkeyed instead of failing with NotSupported."""
+    from memvault.contract.lifecycle import LifecycleContext, SlotOptions
+
+    keys = _Keys()
+    with memvault.Vault(
+        _KeysNotHonoured(), name="remote-ish", capabilities=MemoryProvider.capabilities, plugins=[keys]
+    ) as vault:
+        ctx = LifecycleContext(
+            vault=vault,
+            slot="m",
+            description="",
+            scope_key="a",
+            workspace_id="w",
+            agent_id="a",
+            session_id="s",
+            phase="turn.completed",
+            operation_id="op-1",
+            turn=1,
+            input_text="where do I park?",
+            output_text="level 2",
+            options=SlotOptions(capture=True),
+        )
+        vault.capture_turn_completed(ctx)
+        body = vault.read(memvault.ReadRequest(workspace_id="w", agent_id="a", tier="daily")).content
+    assert "level 2" in body
+    assert keys.seen == [""]

@@ -30,9 +30,9 @@ from typing import Final
 
 from memvault.contract.errors import CapExceeded, IdempotencyConflict
 from memvault.contract.lifecycle import LifecycleContext, RecalledMessage, RecallOutcome, Tool
-from memvault.contract.models import CAPS, Capability, RecallRequest, RetainRequest, Tier
+from memvault.contract.models import CAPS, RecallRequest, RetainRequest, Tier
 from memvault.default_lifecycle.notes import NotesStore, notes_tools
-from memvault.default_lifecycle.tools import daily_line, memory_tools
+from memvault.default_lifecycle.tools import daily_line, idempotency_key_for, memory_tools
 from memvault.hooks.markers import hookimpl
 
 __all__ = ["DefaultLifecycle"]
@@ -104,9 +104,11 @@ class DefaultLifecycle:
         line = _clip(daily_line(text).rstrip("\n"), MAX_CAPTURE_BYTES) + "\n"
         # Keyed by the slot and the phase's operation id where the provider keeps keys (P44): the same
         # turn.completed delivered again (a retry after a lost answer, another replica) writes nothing.
-        key = ""
-        if Capability.IDEMPOTENT_WRITES in getattr(ctx.vault, "capabilities", ()):
-            key = "turn:" + hashlib.sha256(f"{ctx.slot}\0{ctx.operation_id}".encode()).hexdigest()[:40]
+        # idempotency_key_for also asks an http-remote client whether its service's provider records keys:
+        # a key it cannot honour would make the capture fail with NotSupported.
+        key = idempotency_key_for(
+            ctx.vault, "turn:" + hashlib.sha256(f"{ctx.slot}\0{ctx.operation_id}".encode()).hexdigest()[:40]
+        )
         try:
             ctx.vault.retain(
                 RetainRequest(
