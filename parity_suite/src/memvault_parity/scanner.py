@@ -352,7 +352,7 @@ class ScannerTests(SuiteBase):
 
     @requires("quarantine")
     def test_p30_an_operator_deletes_exactly_the_reviewed_copy(self, scanned: memvault.Vault, ws: str) -> None:
-        """P30: a provider implementing the optional ``memvault_quarantine_delete`` deletes the reviewed copy
+        """P30, P46: a provider implementing the optional ``memvault_quarantine_delete`` deletes the reviewed copy
         and nothing else: another copy, the same body's copy in another workspace and the document stay."""
         impls = scanned.plugin_manager.hook.memvault_quarantine_delete.get_hookimpls()
         if not any(impl.plugin is scanned.provider for impl in impls):
