@@ -92,7 +92,7 @@ from memvault.contract.models import (
 )
 from memvault.contract.wire import structure, unstructure
 from memvault.vault import Vault
-from memvault_http_remote.console import CONSOLE_PREFIX, console_app
+from memvault_http_remote.console import CONSOLE_PREFIX, console_parts
 from memvault_http_remote.errorwire import encode_error, status_for
 from memvault_http_remote.limits import (
     Admission,
@@ -650,6 +650,9 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
     """
     settings = settings or ServerSettings()
     service = _Service(vault, settings, tokens or TokenStore([]))
+    console, console_session = console_parts(
+        vault, settings, service.tokens, run=service.call, health=service.health_cache.get
+    )
     routes = [
         Route(f"{API_PREFIX}/retain", _guard(service.verb(RetainRequest, vault.retain)), methods=["POST"]),
         Route(f"{API_PREFIX}/retain/batch", _guard(service.retain_batch), methods=["POST"]),
@@ -664,10 +667,7 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
         Route(f"{API_PREFIX}/quarantine/get", _guard(service.quarantine_get), methods=["POST"]),
         Route(f"{API_PREFIX}/openapi.json", _guard(service.openapi), methods=["GET"]),
         # The operator console (server-rendered pages; same tokens and workspace bounds): console.py.
-        Mount(
-            CONSOLE_PREFIX,
-            app=console_app(vault, settings, service.tokens, run=service.call, health=service.health_cache.get),
-        ),
+        Mount(CONSOLE_PREFIX, app=console),
     ]
     metrics = ServiceMetrics(vault, health=lambda: service.health_cache.status)
     metrics_route = metrics_endpoint(
@@ -675,6 +675,8 @@ def create_app(vault: Vault, settings: ServerSettings | None = None, tokens: Tok
     )
     routes.append(Route(METRICS_PATH, _guard(metrics_route), methods=["GET"]))
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
-    service.gate = RequestGate(app, settings, service.tokens, exempt=_exempt, prefix="server", log=log)
+    service.gate = RequestGate(
+        app, settings, service.tokens, exempt=_exempt, prefix="server", log=log, session=console_session
+    )
     service.provider_calls.gate = service.gate
     return metrics.observe(service.gate, app.routes)

@@ -47,7 +47,7 @@ from attrs import define, frozen
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect, Request, cookie_parser
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -78,6 +78,7 @@ __all__ = [
     "SESSION_IDLE",
     "SESSION_LIFETIME",
     "console_app",
+    "console_parts",
     "href",
 ]
 
@@ -184,6 +185,30 @@ class _Console:
         }
 
     # -- sessions ----------------------------------------------------------------------------------
+
+    def entry_of(self, scope: Scope) -> TokenEntry | None:
+        """The token behind a console request's live session, read from its scope (changes nothing).
+
+        The service's request gate counts such a request against its token's own bound
+        (``max_per_token``), not the bound every caller without a bearer token shares
+        (``max_unauthenticated``): anonymous callers holding that shared bound cannot lock a
+        logged-in operator out of the console.
+        """
+        if scope.get("type") != "http" or not str(scope.get("path", "")).startswith(CONSOLE_PREFIX + "/"):
+            return None
+        header = ""
+        for name, value in scope.get("headers", ()):
+            if name == b"cookie":
+                header = value.decode("latin-1")
+                break
+        sid = cookie_parser(header).get(SESSION_COOKIE, "") if header else ""
+        found = self.sessions.get(sid) if sid else None
+        if found is None:
+            return None
+        now = time.monotonic()
+        if now - found.seen > SESSION_IDLE or now - found.created > SESSION_LIFETIME:
+            return None
+        return found.entry
 
     def session(self, request: Request) -> _Session | None:
         """The caller's live session, or ``None`` (expired ones are dropped)."""
@@ -633,6 +658,18 @@ def console_app(
     :param run: runs a provider call the way the service does (bounded threads, its timeout).
     :param health: the service's cached health probe.
     """
+    return console_parts(vault, settings, tokens, run=run, health=health)[0]
+
+
+def console_parts(
+    vault: Vault,
+    settings: ServerSettings,
+    tokens: TokenStore,
+    *,
+    run: Run,
+    health: Callable[[], Awaitable[HealthStatus]],
+) -> tuple[ASGIApp, Callable[[Scope], TokenEntry | None]]:
+    """:func:`console_app`, and the look-up of a request's session token for the service's request gate."""
     console = _Console(vault, settings, tokens, run, health)
 
     def g(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -657,4 +694,4 @@ def console_app(
         Route("/w/{ws}/erase", g(console.erase), methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: console.not_found})
-    return _SecurityHeaders(app)
+    return _SecurityHeaders(app), console.entry_of

@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
 from memvault_http_remote.errorwire import encode_error
-from memvault_http_remote.settings import TokenStore
+from memvault_http_remote.settings import TokenEntry, TokenStore
 
 __all__ = [
     "Admission",
@@ -194,6 +194,9 @@ class RequestGate:
         of a session, which calls no provider and is bounded by the session caps).
     :param prefix: where the settings live, for the messages (``server`` or ``http``).
     :param log: the logger of the request lines.
+    :param session: the token behind a request that authenticates otherwise than by its
+        ``Authorization`` header (the console's session cookie), or ``None``: such a request
+        counts against its token's bound, like a bearer request.
     """
 
     def __init__(
@@ -205,10 +208,12 @@ class RequestGate:
         exempt: Callable[[Scope], bool] = _always_counted,
         prefix: str = "server",
         log: logging.Logger | None = None,
+        session: Callable[[Scope], TokenEntry | None] | None = None,
     ) -> None:
         self.app = app
         self.limits = limits
         self.tokens = tokens
+        self.session = session
         self.exempt = exempt
         self.prefix = prefix
         self.log = log or logging.getLogger("memvault.serve")
@@ -229,6 +234,8 @@ class RequestGate:
                 break
         scheme, _, token = header.partition(" ")
         entry = self.tokens.lookup(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if entry is None and self.session is not None:
+            entry = self.session(scope)
         if entry is None:
             return "anonymous", self.limits.max_unauthenticated, "max_unauthenticated"
         return f"token:{entry.sha256}", self.limits.max_per_token, "max_per_token"
