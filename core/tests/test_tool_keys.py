@@ -30,8 +30,8 @@ class _Keys:
         return (yield)
 
 
-def _tools(vault: memvault.Vault) -> dict[str, Any]:
-    ctx = LifecycleContext(
+def _ctx(vault: memvault.Vault, phase: str = "tools", operation_id: str = "op", **more: Any) -> LifecycleContext:
+    return LifecycleContext(
         vault=vault,
         slot="m",
         description="",
@@ -39,12 +39,15 @@ def _tools(vault: memvault.Vault) -> dict[str, Any]:
         workspace_id="w",
         agent_id="a",
         session_id="s",
-        phase="tools",
-        operation_id="op",
+        phase=phase,
+        operation_id=operation_id,
         turn=1,
-        options=SlotOptions(),
+        **more,
     )
-    return {tool.name: tool.handler for tool in memory_tools(ctx)}
+
+
+def _tools(vault: memvault.Vault) -> dict[str, Any]:
+    return {tool.name: tool.handler for tool in memory_tools(_ctx(vault, options=SlotOptions()))}
 
 
 def _vault(capabilities: frozenset[str], keys: _Keys) -> memvault.Vault:
@@ -100,23 +103,14 @@ class _KeysNotHonoured(MemoryProvider):
 def test_turn_capture_sends_no_key_a_service_cannot_honour() -> None:
     """The default turn capture asks the same question as the tools (``idempotency_key_for``): over a
     service whose provider records no keys it writes the turn unkeyed instead of failing with NotSupported."""
-    from memvault.contract.lifecycle import LifecycleContext, SlotOptions
-
     keys = _Keys()
     with memvault.Vault(
         _KeysNotHonoured(), name="remote-ish", capabilities=MemoryProvider.capabilities, plugins=[keys]
     ) as vault:
-        ctx = LifecycleContext(
-            vault=vault,
-            slot="m",
-            description="",
-            scope_key="a",
-            workspace_id="w",
-            agent_id="a",
-            session_id="s",
-            phase="turn.completed",
-            operation_id="op-1",
-            turn=1,
+        ctx = _ctx(
+            vault,
+            "turn.completed",
+            "op-1",
             input_text="where do I park?",
             output_text="level 2",
             options=SlotOptions(capture=True),
