@@ -1,9 +1,10 @@
-"""Layer 7: ``memvault quarantine``: list and inspect the copies the scanner kept (contract P30).
+"""Layer 7: ``memvault quarantine``: list, inspect and delete the copies the scanner kept (P30, P46).
 
 ``memvault quarantine list --workspace W`` prints one row per kept copy (oldest
 first); ``memvault quarantine show --workspace W SHA256`` prints one copy with
-the rule that fired and its content, with invisible characters made visible.
-Both take ``--json``.
+the rule that fired and its content, with invisible characters made visible;
+``memvault quarantine delete --workspace W SHA256`` deletes a reviewed copy.
+All take ``--json``.
 
 Layer 7. May import: every layer below, and :mod:`memvault.cli.common`
 (:mod:`memvault.cli.main` imports this module and attaches its commands).
@@ -129,3 +130,31 @@ def show(obj: Context, workspace_id: str, sha256: str, as_json: bool) -> None:
         lines.append("now:       the current rules find nothing in this copy")
     lines += [f"bytes:     {len(record.content.encode('utf-8'))}", "", _visible(record.content)]
     click.echo("\n".join(lines))
+
+
+@quarantine.command("delete")
+@click.option("--workspace", "workspace_id", required=True, help="Workspace id.")
+@click.argument("sha256")
+@json_option()
+@click.pass_obj
+def delete(obj: Context, workspace_id: str, sha256: str, as_json: bool) -> None:
+    """Delete a reviewed quarantine copy by SHA256 (or a unique prefix of 8+ hex digits).
+
+    Every copy of that body in the workspace goes, as an erasure removes text (contract P46);
+    nothing else is touched. Review it first with `memvault quarantine show`.
+    """
+    try:
+        with obj.open(read_only=True) as vault:
+            record = quarantine_record(vault, workspace_id, sha256)
+            if record is None:
+                click.echo(f"error: no quarantine copy {sha256} in workspace {workspace_id}", err=True)
+                sys.exit(1)
+            deleted = vault.quarantine_delete(workspace_id, record.sha256)
+    except MemvaultError as exc:
+        fail(exc)
+        return
+    if as_json:
+        click.echo(json.dumps({"workspace_id": workspace_id, "sha256": record.sha256, "deleted": deleted}))
+        return
+    copies = "copy" if deleted == 1 else "copies"
+    click.echo(f"deleted {deleted} quarantine {copies} of {record.sha256} in workspace {workspace_id}")
