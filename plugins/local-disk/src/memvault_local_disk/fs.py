@@ -237,6 +237,36 @@ def open_dir(root: Path, parts: Sequence[str], *, create: bool) -> Iterator[DirH
             os.close(fd)
 
 
+@contextlib.contextmanager
+def open_private_dir(root: Path, workspace: str, name: str, *, create: bool) -> Iterator[DirHandle | None]:
+    """``root/<workspace>/<name>``: a provider-owned dot folder of a workspace (``.quarantine``,
+    ``.idempotency``), opened without following symlinks; ``None`` if missing and not ``create``.
+
+    A created folder gets mode 0700 and its workspace folder is fsynced, as :func:`open_dir` does.
+    ``OSError`` is raised as is; the provider's caller translates it.
+    """
+    with open_dir(root, (workspace,), create=create) as ws:
+        if ws is None:
+            yield None
+            return
+        if create:
+            try:
+                os.mkdir(name, DIR_MODE, dir_fd=ws.fd)
+            except FileExistsError:
+                pass
+            else:
+                os.fsync(ws.fd)
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=ws.fd)
+        except FileNotFoundError:
+            yield None
+            return
+        try:
+            yield DirHandle(fd, f"{workspace}/{name}")
+        finally:
+            os.close(fd)
+
+
 def read_file(handle: DirHandle, name: str) -> tuple[bytes, os.stat_result] | None:
     """The bytes and ``fstat`` of ``name`` in ``handle``; ``None`` if it does not exist.
 

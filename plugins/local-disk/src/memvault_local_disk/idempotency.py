@@ -99,26 +99,8 @@ class KeyFolder:
 
     @contextlib.contextmanager
     def handle(self, *, create: bool) -> Iterator[fs.DirHandle | None]:
-        with fs.open_dir(self.root, (self.workspace,), create=create) as ws:
-            if ws is None:
-                yield None
-                return
-            if create:
-                try:
-                    os.mkdir(KEYS_DIR, fs.DIR_MODE, dir_fd=ws.fd)
-                except FileExistsError:
-                    pass
-                else:
-                    os.fsync(ws.fd)
-            try:
-                fd = os.open(KEYS_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=ws.fd)
-            except FileNotFoundError:
-                yield None
-                return
-            try:
-                yield fs.DirHandle(fd, f"{self.workspace}/{KEYS_DIR}")
-            finally:
-                os.close(fd)
+        with fs.open_private_dir(self.root, self.workspace, KEYS_DIR, create=create) as handle:
+            yield handle
 
     @staticmethod
     @contextlib.contextmanager

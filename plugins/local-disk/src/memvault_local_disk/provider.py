@@ -494,18 +494,33 @@ class LocalDiskProvider:
                     if found is None:
                         continue  # removed meanwhile
                     data, opened = found
-                    yield DocumentInfo(
-                        workspace_id=partition.workspace_id,
-                        agent_id=agent_id,
-                        crew_id=crew_id,
-                        tier=tier,
-                        label=label,
-                        bytes=len(data),
-                        subjects=_subjects(self.root, handle, name),
-                        digest=hashlib.sha256(data).hexdigest(),
-                        updated_at=dt.datetime.fromtimestamp(opened.st_mtime, dt.timezone.utc),
-                        expires_at=meta.purge_at,
+                    yield self._info(
+                        (partition.workspace_id, agent_id, crew_id, tier, label), handle, name, data, opened, meta
                     )
+
+    def _info(
+        self,
+        where: tuple[str, str, str, Tier, str],
+        handle: fs.DirHandle,
+        name: str,
+        data: bytes,
+        opened: os.stat_result,
+        meta: Meta,
+    ) -> DocumentInfo:
+        """A document's listing entry (P32): ``where`` is its workspace, agent, crew, tier and label."""
+        workspace_id, agent_id, crew_id, tier, label = where
+        return DocumentInfo(
+            workspace_id=workspace_id,
+            agent_id=agent_id,
+            crew_id=crew_id,
+            tier=tier,
+            label=label,
+            bytes=len(data),
+            subjects=_subjects(self.root, handle, name),
+            digest=hashlib.sha256(data).hexdigest(),
+            updated_at=dt.datetime.fromtimestamp(opened.st_mtime, dt.timezone.utc),
+            expires_at=meta.purge_at,
+        )
 
     # -- memory over time (contract P41-P45) ----------------------------------------
 
@@ -566,17 +581,8 @@ class LocalDiskProvider:
                 if found is None:
                     continue
                 data, opened = found
-                info = DocumentInfo(
-                    workspace_id=workspace,
-                    agent_id=agent_id,
-                    crew_id=crew_id,
-                    tier=tier,
-                    label=label,
-                    bytes=len(data),
-                    subjects=_subjects(self.root, handle, name),
-                    digest=hashlib.sha256(data).hexdigest(),
-                    updated_at=dt.datetime.fromtimestamp(opened.st_mtime, dt.timezone.utc),
-                    expires_at=read_meta(handle, name).purge_at,
+                info = self._info(
+                    (workspace, agent_id, crew_id, tier, label), handle, name, data, opened, read_meta(handle, name)
                 )
                 del data
                 if request.dry_run:

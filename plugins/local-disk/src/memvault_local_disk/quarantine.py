@@ -187,26 +187,8 @@ class QuarantineFolder:
 
     @contextlib.contextmanager
     def handle(self, *, create: bool) -> Iterator[fs.DirHandle | None]:
-        with fs.open_dir(self.root, (self.workspace,), create=create) as ws:
-            if ws is None:
-                yield None
-                return
-            if create:
-                try:
-                    os.mkdir(QUARANTINE_DIR, 0o700, dir_fd=ws.fd)
-                except FileExistsError:
-                    pass
-                else:
-                    os.fsync(ws.fd)
-            try:
-                fd = os.open(QUARANTINE_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=ws.fd)
-            except FileNotFoundError:
-                yield None
-                return
-            try:
-                yield fs.DirHandle(fd, f"{self.workspace}/{QUARANTINE_DIR}")
-            finally:
-                os.close(fd)
+        with fs.open_private_dir(self.root, self.workspace, QUARANTINE_DIR, create=create) as handle:
+            yield handle
 
     def keep(self, record: QuarantineRecord) -> None:
         """Keep the first copy of a body; a later one by another subject adds that subject to it."""
