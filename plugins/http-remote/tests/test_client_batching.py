@@ -188,7 +188,9 @@ class _Service:
     def __init__(self, vault: memvault.Vault, *, batch_route: bool = True, **settings: Any) -> None:
         app = create_app(vault, ServerSettings(**settings))
         if not batch_route:  # a service from before the route existed
-            starlette = app.app  # type: ignore[attr-defined]
+            starlette: Any = app
+            while not hasattr(starlette, "router"):  # below the service's layers (metrics, request gate)
+                starlette = starlette.app
             starlette.router.routes = [r for r in starlette.router.routes if r.path != "/v1/retain/batch"]
         self.log = _Requests()
         self.logger = logging.getLogger("memvault.serve")
