@@ -51,6 +51,10 @@ _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O
 _TMP_MARK: Final = ".tmp-"
 _STRIPES: Final = 256
 _thread_locks: Final = [threading.Lock() for _ in range(_STRIPES)]
+#: The stripes of the locks taken before a document's and never while one is held (an idempotency key's,
+#: P44): a class of their own, so a key and its document never share a thread lock (a keyed write waited
+#: for the stripe it held, 1 write in 256) and the order key, then document, holds for the stripes too.
+_outer_thread_locks: Final = [threading.Lock() for _ in range(_STRIPES)]
 #: The lock sentinels' descriptors this process has open (to ``flock`` them, or holding it). A forked
 #: child gets a copy of each, and ``flock`` belongs to the open file, not the process: while the child
 #: kept its copy, the document stayed locked for every process, the parent too, until the child exited.
@@ -64,6 +68,7 @@ def _after_fork_in_child() -> None:
             os.close(fd)
     _flocked.clear()
     _thread_locks[:] = [threading.Lock() for _ in range(_STRIPES)]
+    _outer_thread_locks[:] = [threading.Lock() for _ in range(_STRIPES)]
 
 
 if hasattr(os, "register_at_fork"):
@@ -395,15 +400,18 @@ def sweep_leftovers(handle: DirHandle, lock_of: Callable[[str], str]) -> None:
 
 
 @contextlib.contextmanager
-def document_lock(handle: DirHandle, name: str) -> Iterator[None]:
+def document_lock(handle: DirHandle, name: str, *, outer: bool = False) -> Iterator[None]:
     """Hold the exclusive lock of document ``name`` across threads and processes.
+
+    ``outer``: a lock taken before a document's lock and never while one is held (an
+    idempotency key's): its in-process stripe comes from a set of its own.
 
     After ``flock`` succeeds the sentinel is re-checked by inode: a concurrent
     ``forget`` may have unlinked it while we waited, and then we retry on the
     new sentinel, so two writers never believe they both hold the lock.
     """
     sentinel = lock_name(name)
-    stripe = _thread_locks[hash((handle.relpath, name)) % _STRIPES]
+    stripe = (_outer_thread_locks if outer else _thread_locks)[hash((handle.relpath, name)) % _STRIPES]
     with stripe:
         while True:
             try:

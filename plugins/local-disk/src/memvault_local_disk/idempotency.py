@@ -105,8 +105,9 @@ class KeyFolder:
     @staticmethod
     @contextlib.contextmanager
     def lock(handle: fs.DirHandle, key: str) -> Iterator[None]:
-        """Hold ``key`` against every other writer with it (threads and processes)."""
-        with fs.document_lock(handle, _file(key)):
+        """Hold ``key`` against every other writer with it (threads and processes); take it before the
+        document's lock, never while holding one (``outer``: the two never share a thread lock)."""
+        with fs.document_lock(handle, _file(key), outer=True):
             yield
 
     @staticmethod
@@ -128,7 +129,7 @@ class KeyFolder:
             with os.scandir(handle.fd) as entries:
                 names = sorted(e.name for e in entries if e.name.endswith(".json") and not e.name.startswith("."))
             for name in names:
-                with fs.document_lock(handle, name):
+                with fs.document_lock(handle, name, outer=True):  # the key's lock, as KeyFolder.lock takes it
                     found = fs.read_file(handle, name)
                     decoded = None if found is None else Record.decode(found[0])
                     if decoded is None or decoded[0].recorded_at > before:
