@@ -58,9 +58,10 @@ def build(embedder: object = None) -> tuple[dict[str, object], object]:
     import numpy as np
 
     if embedder is None:
-        from memvault_embed_minilm import MiniLMEmbedder
+        # The default embedder (memvault-embed-minilm), found the way a vault finds it: by its registered name.
+        from memvault.registry import get_registry
 
-        embedder = MiniLMEmbedder()
+        embedder = get_registry().embedder("minilm")
     rows = selection()
     vectors = np.asarray(embedder.embed([text for _, text in rows]), dtype=np.float32)  # type: ignore[attr-defined]
     index = {
