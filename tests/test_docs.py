@@ -171,7 +171,8 @@ _VOLATILE = [
     (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<TIME>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<DATE>"),
     (re.compile(r"\b[0-9a-f]{8,64}\b"), "<HEX>"),
-    (re.compile(r"(?:/tmp|/var/folders|/private/var)/\S+|/\S*pytest-of-\S+"), "<PATH>"),
+    # A path ends before a closing parenthesis: "Python 3.11.7 (/tmp/.../python)" keeps its ")".
+    (re.compile(r"(?:/tmp|/var/folders|/private/var)/[^\s)]+|/[^\s)]*pytest-of-[^\s)]+"), "<PATH>"),
     (re.compile(r"\b\d+(?:\.\d+)? GiB free at \S+"), "<FREE>"),
     (re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s)\b"), "<DURATION>"),
     (re.compile(r"\(\d+/s\)"), "(<RATE>)"),
@@ -206,6 +207,13 @@ def _printed(shown: str, output: str) -> bool:
     if want.endswith("...") and len(want) > 3:
         return any(normalise(line).startswith(want[:-3].rstrip()) for line in output.splitlines())
     return any(normalise(line) == want for line in output.splitlines())
+
+
+def test_normalise_keeps_the_parenthesis_after_a_temporary_path() -> None:
+    """doctor's python row run from a tox env under /tmp matches the page's row from a project's venv."""
+    page = "python          ok      Python 3.11.7 (/home/me/project/.venv/bin/python)"
+    tox = "python                ok      Python 3.11.7 (/tmp/ci/main/.tox/cross/bin/python)"
+    assert normalise(page) == normalise(tox)
 
 
 def test_normalise_hides_what_changes_between_runs_only() -> None:
