@@ -252,7 +252,7 @@ class AnswersOnceThenCloses:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.requests = 0
-        self.answered = threading.Event()
+        self.closed = threading.Semaphore(0)  # released once per connection the server has closed
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -272,7 +272,7 @@ class AnswersOnceThenCloses:
                         )
                 except OSError:
                     pass
-            self.answered.set()
+            self.closed.release()
 
     def close(self) -> None:
         self.sock.close()
@@ -284,8 +284,13 @@ def test_an_append_is_not_sent_on_a_kept_alive_connection_the_server_has_closed(
     provider = HttpRemoteProvider(server.url, timeout=2.0)
     append = memvault.RetainRequest(workspace_id=WS, agent_id="a1", tier="AGENT", content="x\n", mode="append")
     try:
+        # GET /v1/capabilities (does the service record keys? asked once, before the first retain) on its own:
+        # a retain sent while the server is still closing that connection would race its close, which no
+        # client can tell from a server that answered keep-alive and then closed at once.
+        assert not provider.honours_idempotency_keys()
+        assert server.closed.acquire(timeout=5)
         assert provider.memvault_retain(append).bytes == 2
-        assert server.answered.wait(5)  # the server has closed the connection the pool keeps
+        assert server.closed.acquire(timeout=5)  # the server has closed the connection the pool keeps
         assert provider.memvault_retain(append).bytes == 2  # not UpstreamError: a fresh connection was used
     finally:
         provider.close()
