@@ -1,4 +1,4 @@
-"""The prompt-injection scanner on held-out set v2: catch rate per category and language, false positives.
+"""The prompt-injection scanner on a held-out set: catch rate per category and language, false positives.
 
 Data: ``core/tests/data/scan_heldout_v2.jsonl`` (issue 36; its README says how it was
 written). Every item is written with ``Vault.retain`` to a fresh document of the
@@ -93,7 +93,7 @@ def main() -> None:
     categories = [k for k in total if not k.startswith("lang:") and k != "all"]
     languages = sorted(k for k in total if k.startswith("lang:"))
     lines = [
-        f"Held-out set v2: {args.data.name}, {total['all']} attacks, {sum(benign_total.values())} benign; "
+        f"Held-out set: {args.data.name}, {total['all']} attacks, {sum(benign_total.values())} benign; "
         f"memory provider, default scanner, MEMVAULT_EMBEDDER={os.environ.get('MEMVAULT_EMBEDDER', '')!r} "
         f"(embedding {embedder}); "
         f"{elapsed:.1f} s.",

@@ -70,6 +70,7 @@ def one_round(provider: str, data: list[tuple[str, str, str]], embedder: Any, fl
         "texts": semantic.texts,
         "reaching": semantic.texts_reaching_model,
         "windows": semantic.windows_embedded,
+        "by_chars": semantic.windows_by_chars,
     }
 
 
@@ -114,7 +115,8 @@ def main() -> None:
         f"(rounds: {', '.join(f'{r:.3f}' for r in ratio)}).",
         "",
         f"Writes whose text reached the model: **{last['reaching']} of {last['texts']}** "
-        f"({last['reaching'] / last['texts']:.2%}); windows embedded: {last['windows']}.",
+        f"({last['reaching'] / last['texts']:.2%}); windows embedded: {last['windows']}; windows not in English "
+        f"judged by the character classifier: {last['by_chars']}.",
         "",
         f"Turns rejected: rules alone {len(last['rejected']['rules'])}, with meaning "
         f"{len(last['rejected']['meaning'])}.",

@@ -19,13 +19,18 @@ than to any benign look-alike by a margin. A confident match is a hit of weight
 1.0 (rejects alone, pattern ``semantic:<category>``); a moderate one weighs
 0.5 and rejects only with a rule of the same category.
 
-The shipped model (``all-MiniLM-L6-v2``) was trained on English: windows whose
-letters are mostly outside ASCII are left to the rules' per-language data.
+The shipped model (``all-MiniLM-L6-v2``) was trained on English: a window it
+cannot read (letters mostly outside ASCII, or six words or more and none of
+:data:`ENGLISH_WORDS`) is not embedded but judged by the trained character
+model of :mod:`memvault.scanner.learned` (and the rules' per-language data);
+a window it embeds is also judged by the trained head over its vector, when
+the intents found no strong match.
 When the vault's embedder is another model, the check is skipped and one
 WARNING on ``memvault.scanner`` says so (vectors of two models are never
 compared, contract P38).
 
-May import: :mod:`memvault.contract`, :mod:`memvault.scanner.engine` and :mod:`memvault.scanner.rules`.
+May import: :mod:`memvault.contract`, :mod:`memvault.scanner.engine`, :mod:`memvault.scanner.learned` and
+:mod:`memvault.scanner.rules`.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from attrs import frozen
 
 from memvault.contract.embedding import Embedder
 from memvault.scanner.engine import Hit
+from memvault.scanner.learned import CharModel, HeadModel, head_verdict, load_char_model, load_head_model
 from memvault.scanner.rules import CASCADE_STRONG_WORDS, CASCADE_WEAK_WORDS
 
 __all__ = [
@@ -100,6 +106,7 @@ _NON_LETTERS: Final = bytes(b if chr(b).isascii() and chr(b).isalpha() else 32 f
 _STRONG: Final = frozenset(word.encode("ascii") for word in STRONG_WORDS)
 _WEAK: Final = frozenset(word.encode("ascii") for word in WEAK_WORDS)
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])\s+")
+_NOT_ASCII: Final = re.compile(r"[^\x00-\x7f]")
 
 
 @frozen(kw_only=True)
@@ -139,11 +146,47 @@ def load_intents() -> Intents:
     )
 
 
+def _word_list(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: The commonest English words: the check by meaning reads a text with too few of them as not English and
+#: gives its windows to the trained char model (:mod:`memvault.scanner.learned`) instead of the sentence
+#: model.
+ENGLISH_WORDS: Final = _word_list(
+    """
+    the a and or of to for with is are were be been being it its this that these those you your yours i
+    we my me our us he she they them his her their not no do does did have has had would could should
+    can from by as but if all about what which who when where there here just any every some than then
+    into onto over after before because how why
+    """
+)
+
+_ENGLISH: Final = frozenset(word.encode("ascii") for word in ENGLISH_WORDS)
+#: A window of at least this many words none of which is one of :data:`ENGLISH_WORDS` is not read as English
+#: (an English sentence that long without "the", "and", "you", "to" and the like is rare).
+_MIN_WORDS: Final = 6
+
+
 def _foreign(text: str) -> bool:
-    letters = [ch for ch in text if ch.isalpha()]
-    if not letters:
-        return True
-    return sum(not ch.isascii() for ch in letters) / len(letters) > _MAX_FOREIGN
+    """Whether the sentence model cannot read ``text``: no letters, mostly letters outside ASCII, or six
+    words or more and none of the commonest English words. At C speed but for the characters outside ASCII
+    (curly quotes, emoji and the like are not letters)."""
+    words = text.encode("ascii", "ignore").translate(_NON_LETTERS).lower().split()
+    if text.isascii():
+        if not words:
+            return True
+    else:
+        outside = sum(ch.isalpha() for ch in _NOT_ASCII.findall(text))
+        letters = outside + sum(map(len, words))
+        if not letters or outside / letters > _MAX_FOREIGN:
+            return True
+    return len(words) >= _MIN_WORDS and _ENGLISH.isdisjoint(words)
+
+
+def english(text: str) -> bool:
+    """Whether the check by meaning reads ``text`` as English (the sentence model's), not for the char model."""
+    return not _foreign(text)
 
 
 def windows(text: str) -> list[tuple[int, int]]:
@@ -184,13 +227,35 @@ class SemanticCheck:
 
     :param embedder: the vault's embedder (thread-safe).
     :param intents: the intent vectors (default: the shipped ones).
+    :param head: the trained head over sentence vectors (default: the shipped one, when it was trained on
+        ``embedder``'s model).
+    :param chars: the trained character model (default: the shipped one).
+    :param trained: ``False``: the intents alone, no trained model.
     """
 
-    def __init__(self, embedder: Embedder, intents: Intents | None = None) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        intents: Intents | None = None,
+        head: HeadModel | None = None,
+        chars: CharModel | None = None,
+        trained: bool = True,
+    ) -> None:
         self.embedder = embedder
         self.intents = intents if intents is not None else load_intents()
         self.usable = embedder.model_id == self.intents.model_id and embedder.dimensions == self.intents.dimensions
+        #: The trained head over this model's sentence vectors (:mod:`memvault.scanner.learned`).
+        self.head: HeadModel | None = None
+        #: The trained char model: judges the windows the sentence model cannot read (not in English).
+        self.chars: CharModel | None = None
+        if trained:
+            self.head = head if head is not None else load_head_model()
+            if self.head.model_id != embedder.model_id:
+                self.head = None
+            self.chars = chars if chars is not None else load_char_model()
+        self.windows_by_chars = 0
         self._cache: OrderedDict[str, tuple[str, float, float] | None] = OrderedDict()
+        self._chars_cache: OrderedDict[str, tuple[str, float] | None] = OrderedDict()
         self._lock = threading.Lock()
         self.texts = 0  # texts judged
         self.texts_reaching_model = 0  # texts with at least one window the cascade let through
@@ -211,31 +276,44 @@ class SemanticCheck:
             whole = not words.isdisjoint(STRONG_WORDS) or len(words & WEAK_WORDS) >= 2
         else:
             whole = passes_cascade(text)
-        if not suspicious and not whole:
-            # No window of the text can pass if the whole does not: the common case costs one split.
+        body = text.rstrip()
+        # An append's new line comes last (an English log may get a line in another language).
+        english_text = not _foreign(body[body.rfind("\n") + 1 :])
+        if not suspicious and not whole and english_text:
+            # No window of the text can pass if the whole does not, and the text reads as English (no window
+            # for the char model, short of a line in another language among English ones): the common case
+            # costs two splits.
             with self._lock:
                 self.texts += 1
             return []
         chosen: list[tuple[int, int, str]] = []
+        found: list[Hit] = []
         for start, end in windows(text):
             window = text[start:end].strip()
-            if _foreign(window) or not (suspicious or passes_cascade(window)):
+            if _foreign(window):
+                # The sentence model reads English: the char model judges the window (one with letters).
+                has_letters = any(ch.isalpha() for ch in window)
+                by_chars = self._by_chars(window) if self.chars is not None and has_letters else None
+                if by_chars is not None:
+                    found.append(_hit(by_chars[0], "characters", window, (start, end), 1.0, by_chars[1]))
+                continue
+            if not (suspicious or passes_cascade(window)) or len(chosen) >= MAX_WINDOWS:
                 continue
             chosen.append((start, end, window))
-            if len(chosen) >= MAX_WINDOWS:
-                break
         with self._lock:
             self.texts += 1
             if chosen:
                 self.texts_reaching_model += 1
         if not chosen:
-            return []
+            return found
         verdicts = self._judge([w for _, _, w in chosen])
-        found: list[Hit] = []
         for (start, end, window), verdict in zip(chosen, verdicts, strict=True):
             if verdict is None:
                 continue
             category, similarity, margin = verdict
+            if margin < 0:  # the trained head's verdict: ``similarity`` is its probability
+                found.append(_hit(category, "meaning", window, (start, end), 1.0, similarity))
+                continue
             weight = 1.0 if similarity >= STRONG_SIMILARITY and margin >= STRONG_MARGIN else 0.5
             found.append(
                 Hit(
@@ -248,6 +326,21 @@ class SemanticCheck:
                 )
             )
         return found
+
+    def _by_chars(self, window: str) -> tuple[str, float] | None:
+        """The char model's verdict on a window (cached with the others, by the window's text)."""
+        key = "c:" + hashlib.sha256(window.encode("utf-8", "surrogatepass")).hexdigest()
+        with self._lock:
+            if key in self._chars_cache:
+                self._chars_cache.move_to_end(key)
+                return self._chars_cache[key]
+        verdict = self.chars.verdict(window) if self.chars is not None else None
+        with self._lock:
+            self.windows_by_chars += 1
+            self._chars_cache[key] = verdict
+            while len(self._chars_cache) > CACHE_SIZE:
+                self._chars_cache.popitem(last=False)
+        return verdict
 
     def _judge(self, texts: Sequence[str]) -> list[tuple[str, float, float] | None]:
         """Per window: (category, similarity, margin) when it matches an intent, else ``None``; cached."""
@@ -266,6 +359,7 @@ class SemanticCheck:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
             to_attacks = vectors @ self.intents.attacks.T
             to_benign = vectors @ self.intents.benign.T
+            by_head = self.head.probabilities(vectors) if self.head is not None else None
             with self._lock:
                 self.windows_embedded += len(missing)
                 for row, (key, _) in enumerate(missing):
@@ -275,6 +369,10 @@ class SemanticCheck:
                     verdict = None
                     if similarity >= MODERATE_SIMILARITY and margin >= MODERATE_MARGIN:
                         verdict = (self.intents.categories[best], round(similarity, 3), round(margin, 3))
+                    if self.head is not None and by_head is not None and (verdict is None or margin < STRONG_MARGIN):
+                        learned = head_verdict(self.head, by_head[row])
+                        if learned is not None:  # a negative margin marks the head's verdict
+                            verdict = (learned[0], round(learned[1], 3), -1.0)
                     results[key] = verdict
                     self._cache[key] = verdict
                     while len(self._cache) > CACHE_SIZE:
@@ -282,11 +380,28 @@ class SemanticCheck:
         return [results[k] for k in keys]
 
 
-def _excerpt(window: str, similarity: float, margin: float, limit: int = 80) -> str:
+def _shown(window: str, limit: int = 80) -> str:
     shown = "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in window[:limit])
-    if len(window) > limit:
-        shown += "..."
-    return f"{shown} (similarity {similarity:.2f} to a known attack, {margin:.2f} above the nearest benign text)"
+    return shown + "..." if len(window) > limit else shown
+
+
+def _excerpt(window: str, similarity: float, margin: float) -> str:
+    return (
+        f"{_shown(window)} (similarity {similarity:.2f} to a known attack, {margin:.2f} above the nearest benign text)"
+    )
+
+
+def _hit(category: str, form: str, window: str, span: tuple[int, int], weight: float, probability: float) -> Hit:
+    """A trained model's hit (``form``: "meaning" for the head, "characters" for the char model)."""
+    model = "sentence" if form == "meaning" else "character"
+    return Hit(
+        category=category,
+        pattern=PATTERN_PREFIX + category,
+        form=form,
+        excerpt=f"{_shown(window)} (the trained {model} classifier: {probability:.2f} {category})",
+        span=span,
+        weight=weight,
+    )
 
 
 _WARNED: set[tuple[str, str]] = set()

@@ -1,0 +1,174 @@
+"""Layer 5: the scanner's trained classifiers (issue 36), shipped as weights.
+
+Two small models trained by ``core/scripts/build_scan_classifier.py`` on the
+scanner's training data (the tuning corpus and ``core/tests/data/scan_train_*.jsonl``:
+attacks of five categories and benign look-alikes in seventeen languages; never
+the held-out sets), each a softmax regression over ``benign`` and the categories:
+
+- :class:`CharModel` reads hashed character n-grams (3 and 4 characters of the
+  text, case-folded and NFKC-normalised): no embedder needed, every language
+  with a script, cheap enough (a few numpy operations a window) to run where
+  the rules and the sentence model are blind.
+- :class:`HeadModel` reads the sentence embedding the check by meaning already
+  computed for a window (the default embedder's model only).
+
+A window is an attack (of its most probable category) when the probability of
+an attack, one minus benign's, reaches the model's threshold: chosen at build
+time on out-of-fold scores so that no benign training text reached it (with a
+margin).
+
+May import: :mod:`memvault.contract` and :mod:`memvault.scanner.engine`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import unicodedata
+from importlib import resources
+from typing import Any, Final
+
+from attrs import frozen
+
+__all__ = ["CharModel", "HeadModel", "char_features", "load_char_model", "load_head_model"]
+
+#: Character n-gram lengths the char model hashes.
+NGRAMS: Final = (3, 4)
+_PRIME: Final = 0x100000001B3  # FNV-1a's 64-bit prime
+_SEEDS: Final = {n: 0xCBF29CE484222325 ^ (n * 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF) for n in range(1, 7)}
+
+
+def normalise(text: str) -> str:
+    """The text the char model reads: NFKC, case-folded, runs of whitespace as one space, padded."""
+    return " " + " ".join(unicodedata.normalize("NFKC", text).casefold().split()) + " "
+
+
+def char_features(text: str, bits: int) -> tuple[Any, float]:
+    """The buckets of ``text``'s character n-grams, each once, and the value each adds: one over the square
+    root of their number (a text's features have unit length, so a run of one repeated n-gram weighs no
+    more than the n-gram once)."""
+    import numpy as np
+
+    codes = np.frombuffer(normalise(text).encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    prime = np.uint64(_PRIME)
+    shift = np.uint64(64 - bits)
+    parts = []
+    with np.errstate(over="ignore"):
+        for n in NGRAMS:
+            width = len(codes) - n + 1
+            if width <= 0:
+                continue
+            h = (np.uint64(_SEEDS[n]) ^ codes[:width]) * prime
+            for k in range(1, n):
+                h = (h ^ codes[k : k + width]) * prime
+            parts.append(h >> shift)
+    if not parts:
+        return np.zeros(0, dtype=np.int64), 0.0
+    buckets = np.unique(np.concatenate(parts)).astype(np.int64)
+    return buckets, 1.0 / float(np.sqrt(len(buckets)))
+
+
+@frozen(kw_only=True)
+class CharModel:
+    """Softmax regression over hashed character n-grams."""
+
+    bits: int
+    classes: tuple[str, ...]  # "benign" first, then the categories
+    weights: Any  # float32, (2**bits, len(classes))
+    bias: Any  # float32, (len(classes),)
+    threshold: float
+
+    def probabilities(self, text: str) -> Any:
+        """The model's probability of each class for ``text``."""
+        import numpy as np
+
+        buckets, value = char_features(text, self.bits)
+        logits = self.bias + value * self.weights[buckets].sum(axis=0)
+        logits = logits - logits.max()
+        exp = np.exp(logits)
+        return exp / exp.sum()
+
+    def verdict(self, text: str) -> tuple[str, float] | None:
+        """(category, probability of an attack) when that probability reaches the threshold."""
+        return _verdict(self.classes, self.probabilities(text), self.threshold)
+
+
+@frozen(kw_only=True)
+class HeadModel:
+    """Softmax regression over a window's sentence embedding (one embedding model)."""
+
+    model_id: str
+    classes: tuple[str, ...]
+    weights: Any  # float32, (dimensions, len(classes))
+    bias: Any
+    threshold: float
+
+    def probabilities(self, vectors: Any) -> Any:
+        """Per row of unit ``vectors`` (n, dimensions): the probability of each class."""
+        import numpy as np
+
+        logits = vectors @ self.weights + self.bias
+        logits = logits - logits.max(axis=1, keepdims=True)
+        exp = np.exp(logits)
+        return exp / exp.sum(axis=1, keepdims=True)
+
+
+def _verdict(classes: tuple[str, ...], probabilities: Any, threshold: float) -> tuple[str, float] | None:
+    """The most probable attack category, when the probability of an attack (one minus benign's, benign
+    being the first class) reaches ``threshold``."""
+    attack = 1.0 - float(probabilities[0])
+    if attack < threshold:
+        return None
+    return classes[1 + int(probabilities[1:].argmax())], attack
+
+
+def head_verdict(model: HeadModel, probabilities: Any) -> tuple[str, float] | None:
+    """(category, probability) for one row of :meth:`HeadModel.probabilities`, or ``None``."""
+    return _verdict(model.classes, probabilities, model.threshold)
+
+
+def _folder() -> Any:
+    return resources.files("memvault.scanner") / "data" / "classifier"
+
+
+def _index() -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((_folder() / "classifier.json").read_text(encoding="utf-8"))
+    return result
+
+
+@functools.cache
+def load_char_model() -> CharModel:
+    """The shipped char model (read once per process)."""
+    import numpy as np
+
+    index = _index()["char"]
+    with resources.as_file(_folder() / "char.npz") as path, np.load(path, allow_pickle=False) as data:
+        weights = data["weights"].astype(np.float32)
+        bias = data["bias"].astype(np.float32)
+    if weights.shape != (1 << index["bits"], len(index["classes"])):
+        raise ValueError(f"char.npz holds weights of shape {weights.shape}, classifier.json describes another")
+    return CharModel(
+        bits=int(index["bits"]),
+        classes=tuple(index["classes"]),
+        weights=weights,
+        bias=bias,
+        threshold=float(index["threshold"]),
+    )
+
+
+@functools.cache
+def load_head_model() -> HeadModel:
+    """The shipped embedding head (read once per process)."""
+    import numpy as np
+
+    index = _index()["head"]
+    with resources.as_file(_folder() / "head.npz") as path, np.load(path, allow_pickle=False) as data:
+        weights = data["weights"].astype(np.float32)
+        bias = data["bias"].astype(np.float32)
+    return HeadModel(
+        model_id=str(index["model_id"]),
+        classes=tuple(index["classes"]),
+        weights=weights,
+        bias=bias,
+        threshold=float(index["threshold"]),
+    )
