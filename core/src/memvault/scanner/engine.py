@@ -297,6 +297,20 @@ def _joining_script_letter(ch: str) -> bool:
     return ord(ch) >= 0x0590 and ord(ch) not in confusables() and unicodedata.category(ch)[0] in "LM"
 
 
+def _script(ch: str) -> str:
+    """The script a letter or mark's name starts with ("ARABIC", "DEVANAGARI", ...), "" for anything else."""
+    if ord(ch) < 0x0590 or unicodedata.category(ch)[0] not in "LM":
+        return ""
+    return unicodedata.name(ch, "").split(" ", 1)[0]
+
+
+def _same_joining_script(before: str, after: str) -> bool:
+    """Two letters (or marks) of one script that needs joiners: a joiner between them is spelling (Persian
+    writes a ZWNJ after a final heh or yeh, which UTS #39 lists as look-alikes of Latin letters)."""
+    script = _script(before)
+    return bool(script) and script == _script(after)
+
+
 def _allowed_format_char(text: str, index: int) -> bool:
     ch = text[index]
     if ch == "\ufeff" and index == 0:
@@ -306,6 +320,8 @@ def _allowed_format_char(text: str, index: int) -> bool:
     before, after = text[index - 1], text[index + 1]
     if ch == "\u200d" and _pictographic(before) and _pictographic(after):
         return True  # emoji ZWJ sequence
+    if _same_joining_script(before, after):
+        return True
     return _joining_script_letter(before) and _joining_script_letter(after)
 
 
