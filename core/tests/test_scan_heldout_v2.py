@@ -39,8 +39,9 @@ DATA = Path(__file__).resolve().parent / "data" / "scan_heldout_v2.jsonl"
 #: rules-only scanner (MEMVAULT_EMBEDDER=off, git f5815ac): 62 of 149 (41.6 %). Raise it, never
 #: lower it. With #36's URL rules and check by meaning (git bec3792, measured once, untuned):
 #: 70 of 149 (47.0 %) with the default embedder, 65 of 149 (43.6 %) with the rules alone. With the trained
-#: classifiers (memvault.scanner.learned, measured once, untuned): 82 of 149 (55.0 %), no new benign rejected.
-ATTACK_FLOOR = 0.550
+#: classifiers (memvault.scanner.learned, measured once, untuned): 82 of 149 (55.0 %), no new benign rejected;
+#: retrained on twice the data (v3 and v4 written), the char model's hash fixed: 86 of 149 (57.7 %).
+ATTACK_FLOOR = 0.577
 #: The floor for a scanner without the check by meaning (no embedder installed, or MEMVAULT_EMBEDDER=off).
 RULES_ONLY_FLOOR = 0.436
 

@@ -39,8 +39,9 @@ DATA = Path(__file__).resolve().parent / "data" / "scan_heldout_v3.jsonl"
 
 #: The share of attacks rejected may not fall below this. Measured once on 2026-12-03, untuned, with the
 #: trained classifiers (memvault.scanner.learned): 63 of 130 (48.5 %); the check by meaning without them
-#: 54 of 130 (41.5 %). Raise it, never lower it.
-ATTACK_FLOOR = 0.484
+#: 54 of 130 (41.5 %); with the classifiers retrained on twice the data and the char model's hash fixed:
+#: 69 of 130 (53.1 %). Raise it, never lower it.
+ATTACK_FLOOR = 0.530
 #: The floor for a scanner without the check by meaning (no embedder installed, or MEMVAULT_EMBEDDER=off):
 #: 46 of 130 (35.4 %).
 RULES_ONLY_FLOOR = 0.353

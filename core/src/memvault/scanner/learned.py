@@ -2,7 +2,7 @@
 
 Two small models trained by ``core/scripts/build_scan_classifier.py`` on the
 scanner's training data (the tuning corpus and ``core/tests/data/scan_train_*.jsonl``:
-attacks of five categories and benign look-alikes in seventeen languages; never
+attacks of five categories and benign look-alikes in 24 languages; never
 the held-out sets), each a softmax regression over ``benign`` and the categories:
 
 - :class:`CharModel` reads hashed character n-grams (3 and 4 characters of the
@@ -35,6 +35,7 @@ __all__ = ["CharModel", "HeadModel", "char_features", "load_char_model", "load_h
 #: Character n-gram lengths the char model hashes.
 NGRAMS: Final = (3, 4)
 _PRIME: Final = 0x100000001B3  # FNV-1a's 64-bit prime
+_FMIX: Final = 0xFF51AFD7ED558CCD  # murmur3's fmix64 multiplier
 _SEEDS: Final = {n: 0xCBF29CE484222325 ^ (n * 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF) for n in range(1, 7)}
 
 
@@ -61,6 +62,11 @@ def char_features(text: str, bits: int) -> tuple[Any, float]:
             h = (np.uint64(_SEEDS[n]) ^ codes[:width]) * prime
             for k in range(1, n):
                 h = (h ^ codes[k : k + width]) * prime
+            # FNV's high bits mix poorly for short inputs (107,021 n-grams filled 43,719 of 2**17 buckets,
+            # against 73,142 at random): murmur3's 64-bit finaliser spreads them.
+            h ^= h >> np.uint64(33)
+            h *= np.uint64(_FMIX)
+            h ^= h >> np.uint64(33)
             parts.append(h >> shift)
     if not parts:
         return np.zeros(0, dtype=np.int64), 0.0

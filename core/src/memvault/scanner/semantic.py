@@ -107,6 +107,9 @@ _STRONG: Final = frozenset(word.encode("ascii") for word in STRONG_WORDS)
 _WEAK: Final = frozenset(word.encode("ascii") for word in WEAK_WORDS)
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])\s+")
 _NOT_ASCII: Final = re.compile(r"[^\x00-\x7f]")
+#: Markup, JSON, YAML and assignments: a window like this without English words is code, which the sentence
+#: model still reads (forged tool calls are code), not another language.
+_CODE: Final = re.compile(r'[{}<>=]|^\s*-\s|":|\w:\s*$', re.MULTILINE)
 
 
 @frozen(kw_only=True)
@@ -150,15 +153,16 @@ def _word_list(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-#: The commonest English words: the check by meaning reads a text with too few of them as not English and
-#: gives its windows to the trained char model (:mod:`memvault.scanner.learned`) instead of the sentence
-#: model.
+#: The commonest English words that are not also common words of another language written in Latin
+#: letters ("a", "no", "do", "me", "as" are Spanish, Portuguese or Italian too): the check by meaning reads
+#: a window of six words or more with none of them as not English and gives it to the trained char model
+#: (:mod:`memvault.scanner.learned`) instead of the sentence model.
 ENGLISH_WORDS: Final = _word_list(
     """
-    the a and or of to for with is are were be been being it its this that these those you your yours i
-    we my me our us he she they them his her their not no do does did have has had would could should
-    can from by as but if all about what which who when where there here just any every some than then
-    into onto over after before because how why
+    the and or of to for with is are were been being it its this that these those you your yours we my
+    our she they them his her their not does did have has had would could should from by but if about
+    what which who when where there here just any every some than then into onto over after before
+    because how why
     """
 )
 
@@ -170,8 +174,8 @@ _MIN_WORDS: Final = 6
 
 def _foreign(text: str) -> bool:
     """Whether the sentence model cannot read ``text``: no letters, mostly letters outside ASCII, or six
-    words or more and none of the commonest English words. At C speed but for the characters outside ASCII
-    (curly quotes, emoji and the like are not letters)."""
+    words or more, none of the commonest English words and no markup or code. At C speed but for the
+    characters outside ASCII (curly quotes, emoji and the like are not letters)."""
     words = text.encode("ascii", "ignore").translate(_NON_LETTERS).lower().split()
     if text.isascii():
         if not words:
@@ -181,7 +185,7 @@ def _foreign(text: str) -> bool:
         letters = outside + sum(map(len, words))
         if not letters or outside / letters > _MAX_FOREIGN:
             return True
-    return len(words) >= _MIN_WORDS and _ENGLISH.isdisjoint(words)
+    return len(words) >= _MIN_WORDS and _ENGLISH.isdisjoint(words) and _CODE.search(text) is None
 
 
 def english(text: str) -> bool:
