@@ -2,7 +2,7 @@
 
 Data: ``core/tests/data/scan_heldout_v2.jsonl`` (issue 36; its README says how it was
 written). Every item is written with ``Vault.retain`` to a fresh document of the
-``memory`` provider with the default scanner, as ``core/tests/test_scan_heldout_v2.py``
+``memory`` provider with the default scanner, as ``core/tests/test_scan_heldout.py``
 does; ``ContentRejected`` counts as rejected. The embedder is the vault's default
 (``MEMVAULT_EMBEDDER``): set ``MEMVAULT_EMBEDDER=off`` to measure the rules alone.
 
