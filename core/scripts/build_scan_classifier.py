@@ -86,6 +86,25 @@ def softmax(logits: Any) -> Any:
     return exp / exp.sum(axis=1, keepdims=True)
 
 
+class Adam:
+    """Adam's updates of a weight matrix and a bias, in place (learning rate 0.05)."""
+
+    def __init__(self, w: Any, b: Any, lr: float = 0.05, beta1: float = 0.9, beta2: float = 0.999) -> None:
+        self.params = (w, b)
+        self.moments = [(np.zeros_like(p), np.zeros_like(p)) for p in self.params]
+        self.lr, self.beta1, self.beta2 = lr, beta1, beta2
+        self.t = 0
+
+    def step(self, grad_w: Any, grad_b: Any) -> None:
+        self.t += 1
+        for p, g, (m, v) in zip(self.params, (grad_w, grad_b), self.moments, strict=True):
+            m *= self.beta1
+            m += (1 - self.beta1) * g
+            v *= self.beta2
+            v += (1 - self.beta2) * g * g
+            p -= self.lr * (m / (1 - self.beta1**self.t)) / (np.sqrt(v / (1 - self.beta2**self.t)) + 1e-8)
+
+
 def train_sparse(
     indices: list[Any], values: list[Any], labels: Any, weights: Any, dims: int, l2: float, steps: int = 300
 ) -> tuple[Any, Any]:
@@ -97,12 +116,10 @@ def train_sparse(
     classes = len(CLASSES)
     w = np.zeros((dims, classes), dtype=np.float32)
     b = np.zeros(classes, dtype=np.float32)
-    m_w, v_w = np.zeros_like(w), np.zeros_like(w)
-    m_b, v_b = np.zeros_like(b), np.zeros_like(b)
+    adam = Adam(w, b)
     onehot = np.eye(classes, dtype=np.float32)[labels]
     total = float(weights.sum())
-    lr, beta1, beta2 = 0.05, 0.9, 0.999
-    for step in range(1, steps + 1):
+    for _ in range(steps):
         logits = np.zeros((len(indices), classes), dtype=np.float32)
         contrib = w[col] * val[:, None]
         for c in range(classes):
@@ -113,13 +130,7 @@ def train_sparse(
         for c in range(classes):
             grad_w[:, c] = np.bincount(col, weights=val * delta[row, c], minlength=dims)
         grad_w += l2 * w
-        grad_b = delta.sum(axis=0)
-        for p, g, m, v in ((w, grad_w, m_w, v_w), (b, grad_b, m_b, v_b)):
-            m *= beta1
-            m += (1 - beta1) * g
-            v *= beta2
-            v += (1 - beta2) * g * g
-            p -= lr * (m / (1 - beta1**step)) / (np.sqrt(v / (1 - beta2**step)) + 1e-8)
+        adam.step(grad_w, delta.sum(axis=0))
     return w, b
 
 
@@ -132,21 +143,12 @@ def train_dense(x: Any, labels: Any, weights: Any, l2: float, steps: int = 400) 
     classes = len(CLASSES)
     w = np.zeros((x.shape[1], classes), dtype=np.float32)
     b = np.zeros(classes, dtype=np.float32)
-    m_w, v_w = np.zeros_like(w), np.zeros_like(w)
-    m_b, v_b = np.zeros_like(b), np.zeros_like(b)
+    adam = Adam(w, b)
     onehot = np.eye(classes, dtype=np.float32)[labels]
     total = float(weights.sum())
-    lr, beta1, beta2 = 0.05, 0.9, 0.999
-    for step in range(1, steps + 1):
+    for _ in range(steps):
         delta = (softmax(x @ w + b) - onehot) * (weights / total)[:, None]
-        grad_w = x.T @ delta + l2 * w
-        grad_b = delta.sum(axis=0)
-        for p, g, m, v in ((w, grad_w, m_w, v_w), (b, grad_b, m_b, v_b)):
-            m *= beta1
-            m += (1 - beta1) * g
-            v *= beta2
-            v += (1 - beta2) * g * g
-            p -= lr * (m / (1 - beta1**step)) / (np.sqrt(v / (1 - beta2**step)) + 1e-8)
+        adam.step(x.T @ delta + l2 * w, delta.sum(axis=0))
     return w, b
 
 

@@ -133,26 +133,26 @@ def head_verdict(model: HeadModel, probabilities: Any) -> tuple[str, float] | No
     return _verdict(model.classes, probabilities, model.threshold)
 
 
-def _folder() -> Any:
-    return resources.files("memvault.scanner") / "data" / "classifier"
+def _shipped(model: str) -> tuple[dict[str, Any], Any, Any]:
+    """``model``'s entry of ``classifier.json`` and its weights and bias (float32) from ``<model>.npz``."""
+    import numpy as np
 
-
-def _index() -> dict[str, Any]:
-    result: dict[str, Any] = json.loads((_folder() / "classifier.json").read_text(encoding="utf-8"))
-    return result
+    folder = resources.files("memvault.scanner") / "data" / "classifier"
+    index: dict[str, Any] = json.loads((folder / "classifier.json").read_text(encoding="utf-8"))[model]
+    with resources.as_file(folder / f"{model}.npz") as path, np.load(path, allow_pickle=False) as data:
+        weights = data["weights"].astype(np.float32)
+        bias = data["bias"].astype(np.float32)
+    if weights.shape[1:] != (len(index["classes"]),) or bias.shape != (len(index["classes"]),):
+        raise ValueError(f"{model}.npz holds weights of shape {weights.shape}, classifier.json describes another")
+    return index, weights, bias
 
 
 @functools.cache
 def load_char_model() -> CharModel:
     """The shipped char model (read once per process)."""
-    import numpy as np
-
-    index = _index()["char"]
-    with resources.as_file(_folder() / "char.npz") as path, np.load(path, allow_pickle=False) as data:
-        weights = data["weights"].astype(np.float32)
-        bias = data["bias"].astype(np.float32)
-    if weights.shape != (1 << index["bits"], len(index["classes"])):
-        raise ValueError(f"char.npz holds weights of shape {weights.shape}, classifier.json describes another")
+    index, weights, bias = _shipped("char")
+    if weights.shape[0] != 1 << index["bits"]:
+        raise ValueError(f"char.npz holds {weights.shape[0]} buckets, classifier.json says 2**{index['bits']}")
     return CharModel(
         bits=int(index["bits"]),
         classes=tuple(index["classes"]),
@@ -165,12 +165,7 @@ def load_char_model() -> CharModel:
 @functools.cache
 def load_head_model() -> HeadModel:
     """The shipped embedding head (read once per process)."""
-    import numpy as np
-
-    index = _index()["head"]
-    with resources.as_file(_folder() / "head.npz") as path, np.load(path, allow_pickle=False) as data:
-        weights = data["weights"].astype(np.float32)
-        bias = data["bias"].astype(np.float32)
+    index, weights, bias = _shipped("head")
     return HeadModel(
         model_id=str(index["model_id"]),
         classes=tuple(index["classes"]),
