@@ -102,3 +102,32 @@ def test_held_write_lock_reports_within_deadline_p26(vault: memvault.Vault, db_p
         blocker.execute("ROLLBACK")
         blocker.close()
     assert vault.health().ok
+
+
+def test_a_write_of_this_process_under_way_is_busy_not_a_stuck_database_p25(vault: memvault.Vault) -> None:
+    """P25: a write of this process that holds the writer queue past the probe's wait without committing (an
+    fsync on a loaded disk, a thread the scheduler put aside) is a busy database: health says ok. The clean
+    clone's CI run saw the sqlite parity test of health under load fail on it."""
+    writers = vault.provider.db._writers  # type: ignore[attr-defined]
+    assert writers.acquire(1.0)
+    try:
+        status = vault.health()  # the probe waits 100 ms for the queue and sees no commit
+    finally:
+        writers.release()
+    assert status.ok, status.message
+
+
+def test_a_write_of_this_process_held_past_the_writers_timeout_is_reported_p26(db_path: Path) -> None:
+    """P26: ... but one that has held the queue longer than any writer waits for its turn (``timeout``) makes
+    every other write fail: health reports the long write."""
+    with memvault.open("sqlite", path=str(db_path), timeout=0.3) as vault:
+        writers = vault.provider.db._writers  # type: ignore[attr-defined]
+        assert writers.acquire(1.0)
+        try:
+            time.sleep(0.35)
+            status = vault.health()
+        finally:
+            writers.release()
+        assert not status.ok
+        assert "long write" in status.message
+        assert vault.health().ok

@@ -106,11 +106,13 @@ class WriterQueue:
         self._mutex = threading.Lock()
         self._waiters: deque[threading.Lock] = deque()
         self._held = False
+        self._since = 0.0  # time.monotonic() when the present holder got the lock
 
     def acquire(self, timeout: float) -> bool:
         with self._mutex:
             if not self._held:
                 self._held = True
+                self._since = time.monotonic()
                 return True
             turn = threading.Lock()
             turn.acquire()
@@ -128,9 +130,15 @@ class WriterQueue:
         """Nobody holds or waits for the lock (a hint: it may change at once)."""
         return not self._held
 
+    def held_for(self) -> float:
+        """How long the present holder has held the lock, in seconds (0 when nobody holds it)."""
+        with self._mutex:
+            return time.monotonic() - self._since if self._held else 0.0
+
     def release(self) -> None:
         with self._mutex:
             if self._waiters:
+                self._since = time.monotonic()
                 self._waiters.popleft().release()  # hand over: stays held
             else:
                 self._held = False
@@ -1017,6 +1025,11 @@ class Database:
         # sleeping busy handler), but only for as long as a probe may take.
         if not self._writers.acquire(_HEALTH_BUSY_MS / 1000):
             if conn.execute("PRAGMA data_version").fetchone()[0] != version_before:
+                return HealthStatus(ok=True, pending_erasures=pending)
+            # A write of this process holds the queue and has not committed within the wait (an fsync on a
+            # loaded disk, a thread the scheduler put aside): busy, unless it has held it longer than any
+            # writer waits for its turn, which makes the other writers fail.
+            if self._writers.held_for() < self.timeout:
                 return HealthStatus(ok=True, pending_erasures=pending)
             return HealthStatus(ok=False, message=f"the sqlite database {path} is locked by a long write")
         try:
