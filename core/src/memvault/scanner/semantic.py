@@ -291,19 +291,22 @@ class SemanticCheck:
                 self.texts += 1
             return []
         chosen: list[tuple[int, int, str]] = []
+        foreign: list[tuple[int, int, str]] = []
         found: list[Hit] = []
         for start, end in windows(text):
             window = text[start:end].strip()
             if _foreign(window):
                 # The sentence model reads English: the char model judges the window (one with letters).
-                has_letters = any(ch.isalpha() for ch in window)
-                by_chars = self._by_chars(window) if self.chars is not None and has_letters else None
-                if by_chars is not None:
-                    found.append(_hit(by_chars[0], "characters", window, (start, end), 1.0, by_chars[1]))
+                if self.chars is not None and any(ch.isalpha() for ch in window):
+                    foreign.append((start, end, window))
                 continue
             if not (suspicious or passes_cascade(window)) or len(chosen) >= MAX_WINDOWS:
                 continue
             chosen.append((start, end, window))
+        # Every such window, in one batch (a long write in another language costs about what the rules do).
+        for (start, end, window), by_chars in zip(foreign, self._by_chars([w for _, _, w in foreign]), strict=True):
+            if by_chars is not None:
+                found.append(_hit(by_chars[0], "characters", window, (start, end), 1.0, by_chars[1]))
         with self._lock:
             self.texts += 1
             if chosen:
@@ -331,20 +334,28 @@ class SemanticCheck:
             )
         return found
 
-    def _by_chars(self, window: str) -> tuple[str, float] | None:
-        """The char model's verdict on a window (cached with the others, by the window's text)."""
-        key = "c:" + hashlib.sha256(window.encode("utf-8", "surrogatepass")).hexdigest()
+    def _by_chars(self, texts: Sequence[str]) -> list[tuple[str, float] | None]:
+        """The char model's verdicts on windows (cached with the others, by the window's text); the windows
+        not in the cache are judged in one batch."""
+        if not texts or self.chars is None:
+            return [None] * len(texts)
+        keys = ["c:" + hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
+        results: dict[str, tuple[str, float] | None] = {}
         with self._lock:
-            if key in self._chars_cache:
-                self._chars_cache.move_to_end(key)
-                return self._chars_cache[key]
-        verdict = self.chars.verdict(window) if self.chars is not None else None
+            for key in keys:
+                if key in self._chars_cache:
+                    self._chars_cache.move_to_end(key)
+                    results[key] = self._chars_cache[key]
+        missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in results}
+        verdicts = self.chars.verdicts(list(missing.values()))
         with self._lock:
-            self.windows_by_chars += 1
-            self._chars_cache[key] = verdict
+            self.windows_by_chars += len(missing)
+            for key, verdict in zip(missing, verdicts, strict=True):
+                results[key] = verdict
+                self._chars_cache[key] = verdict
             while len(self._chars_cache) > CACHE_SIZE:
                 self._chars_cache.popitem(last=False)
-        return verdict
+        return [results[k] for k in keys]
 
     def _judge(self, texts: Sequence[str]) -> list[tuple[str, float, float] | None]:
         """Per window: (category, similarity, margin) when it matches an intent, else ``None``; cached."""
