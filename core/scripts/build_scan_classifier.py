@@ -13,11 +13,14 @@ full-batch Adam and an L2 penalty, benign texts weighted up:
   threshold and figures are taken over those texts);
 - the head over the default embedder's sentence vectors (the texts read as English).
 
-Each model's threshold comes from 5-fold out-of-fold scores: the highest
-attack probability any benign training text got, plus :data:`MARGIN`, so
-that no benign look-alike the models were not trained on would have been
-rejected. The script prints the out-of-fold recall per category at that
-threshold.
+Each model's thresholds, one per category, come from 5-fold out-of-fold
+scores: the highest probability of that category any benign training text
+the rules store got, plus :data:`MARGIN`, so that no such benign look-alike
+would have been rejected by a model not trained on it. The head's verdict is
+on the mean of its probabilities and the char model's (thresholds taken on
+that mean). The script prints the out-of-fold recall per category at those
+thresholds (and, for reference, at the single threshold of earlier
+releases, on one minus benign's probability, still written as ``threshold``).
 
     python core/scripts/build_scan_classifier.py [--check]
 
@@ -191,6 +194,33 @@ def threshold_and_report(name: str, labels: Any, oof: Any, langs: list[str], by_
     return threshold
 
 
+def class_thresholds(name: str, labels: Any, probabilities: Any, by_rules: Any) -> list[float]:
+    """Per attack category: the highest out-of-fold probability of that category a benign text the rules store
+    got, plus :data:`MARGIN` (a window is of a category when its probability reaches the category's
+    threshold); and the out-of-fold figures at them."""
+    benign = labels == 0
+    stored = benign & ~by_rules
+    thresholds = [
+        min(0.995, max(0.25, float(probabilities[stored, c].max()) + MARGIN)) if stored.any() else 0.5
+        for c in range(1, len(CLASSES))
+    ]
+    caught = np.zeros(len(labels), dtype=bool)
+    for c in range(1, len(CLASSES)):
+        caught |= probabilities[:, c] >= thresholds[c - 1]
+    attacks = ~benign
+    shown = ", ".join(f"{category} {t:.3f}" for category, t in zip(CLASSES[1:], thresholds, strict=True))
+    print(f"{name}, a threshold per category: {shown}")
+    for c, category in enumerate(CLASSES[1:], start=1):
+        mask = labels == c
+        print(f"  {category:22s} {int(caught[mask].sum()):4d} / {int(mask.sum()):4d}")
+    print(
+        f"  with the rules: {int(((caught | by_rules) & attacks).sum())} / {int(attacks.sum())} "
+        f"(the rules alone {int((by_rules & attacks).sum())}); benign the rules store and the model rejects: "
+        f"{int((caught & stored).sum())}"
+    )
+    return thresholds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="train and report, write nothing")
@@ -232,6 +262,7 @@ def main() -> None:
     char_threshold = threshold_and_report(
         "char model", labels[routed], oof[routed], [langs[i] for i in routed], by_rules[routed]
     )
+    char_thresholds = class_thresholds("char model", labels[routed], oof[routed], by_rules[routed])
     char_w, char_b = train_sparse(indices, values, labels, weights, 1 << BITS, args.l2)
 
     from memvault.registry import get_registry
@@ -251,6 +282,10 @@ def main() -> None:
     head_threshold = threshold_and_report(
         "head", head_labels, head_oof, [langs[i] for i in english_rows], by_rules[english_rows]
     )
+    # The head's verdict is on the mean of its probabilities and the char model's (both out of fold here).
+    blend_thresholds = class_thresholds(
+        "head and char model blended", head_labels, (head_oof + oof[english_rows]) / 2, by_rules[english_rows]
+    )
     head_w, head_b = train_dense(x, head_labels, head_weights, args.head_l2)
 
     if args.check:
@@ -259,8 +294,19 @@ def main() -> None:
     index = {
         "training_sha256": training_sha256(data),
         "texts": len(data),
-        "char": {"bits": BITS, "classes": list(CLASSES), "threshold": round(char_threshold, 4)},
-        "head": {"model_id": embedder.model_id, "classes": list(CLASSES), "threshold": round(head_threshold, 4)},
+        "char": {
+            "bits": BITS,
+            "classes": list(CLASSES),
+            "threshold": round(char_threshold, 4),
+            "thresholds": [round(t, 4) for t in char_thresholds],
+        },
+        "head": {
+            "model_id": embedder.model_id,
+            "classes": list(CLASSES),
+            "threshold": round(head_threshold, 4),
+            "thresholds": [round(t, 4) for t in blend_thresholds],
+            "blend_chars": True,
+        },
     }
     (OUT / "classifier.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
     np.savez_compressed(OUT / "char.npz", weights=char_w.astype("<f2"), bias=char_b.astype("<f4"))

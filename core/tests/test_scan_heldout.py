@@ -63,20 +63,22 @@ SETS = (
     # Written before the check by meaning. Rules alone at f5815ac: 62 of 149 (41.6 %); with the URL rules and
     # the check by meaning at bec3792 (measured once, untuned): 70 (47.0 %), the rules alone 65 (43.6 %); with
     # the trained classifiers: 82 (55.0 %), then retrained on twice the data, the char model's hash fixed:
-    # 86 of 149 (57.7 %), no new benign rejected.
+    # 86 of 149 (57.7 %), no new benign rejected; a threshold per category on the head blended with the char
+    # model, trained on 4,850 texts: 87 (58.4 %).
     HeldOut(
         name="v2",
-        floor=0.577,
+        floor=0.583,
         rules_only_floor=0.436,
         known_false_positives=frozenset({"bn-018", "bn-083", "bn-086", "bn-101", "bn-123"}),
         known_false_positives_by_meaning=frozenset({"bn-106"}),
     ),
     # Written after v2 was measured, before the classifiers. Measured once with the first classifiers: 63 of 130
     # (48.5 %), the check by meaning without them 54 (41.5 %), rules alone 46 (35.4 %); retrained and the hash
-    # fixed: 69 of 130 (53.1 %). Every benign item rejected is the rules'.
+    # fixed: 69 of 130 (53.1 %); a threshold per category, the head blended with the char model: 75 (57.7 %).
+    # Every benign item rejected is the rules'.
     HeldOut(
         name="v3",
-        floor=0.530,
+        floor=0.576,
         rules_only_floor=0.353,
         known_false_positives=frozenset({"v3-bn-002", "v3-bn-012", "v3-bn-022", "v3-bn-025", "v3-bn-052", "v3-bn-100"}),
     ),
@@ -85,14 +87,25 @@ SETS = (
     # fixed (not for this set: a test found its buckets colliding twice as often as chance) 46 of 120 and 7
     # benign, all the rules': five security notes quoting an attack, a school's rules changing, a chart image
     # with an encoded query, a tool log. The check by meaning without the classifiers: 33 (27.5 %), rules alone
-    # 30 (25.0 %).
+    # 30 (25.0 %). A threshold per category, the head blended with the char model: 50 (41.7 %).
     HeldOut(
         name="v4",
-        floor=0.383,
+        floor=0.416,
         rules_only_floor=0.250,
         known_false_positives=frozenset(
             {"v4-bn-001", "v4-bn-003", "v4-bn-009", "v4-bn-012", "v4-bn-019", "v4-bn-052", "v4-bn-058"}
         ),
+        min_per_category=12,
+    ),
+    # Written after v4 was measured, before the classifiers got a threshold per category and the third training
+    # sets (4,850 texts); measured once with them: 48 of 120 (40.0 %), rules alone 29 (24.2 %). Six benign items
+    # rejected, all by the rules: a blog note on injection research, three markdown images or a curl template
+    # to known hosts, two factual tool logs shaped like calls.
+    HeldOut(
+        name="v5",
+        floor=0.400,
+        rules_only_floor=0.241,
+        known_false_positives=frozenset({"v5-bn-042", "v5-bn-077", "v5-bn-082", "v5-bn-085", "v5-bn-089", "v5-bn-118"}),
         min_per_category=12,
     ),
 )

@@ -227,6 +227,44 @@ def test_the_shipped_classifier_was_trained_on_the_current_data(embedder: Any) -
     assert head.weights.shape == (embedder.dimensions, len(script.CLASSES))
     assert 0.5 <= chars.threshold <= 1.0
     assert 0.5 <= head.threshold <= 1.0
+    # A threshold per attack category, and the head's verdict on its blend with the char model.
+    for model in (head, chars):
+        assert model.thresholds is not None
+        assert len(model.thresholds) == len(script.CLASSES) - 1
+        assert all(0.25 <= t <= 0.995 for t in model.thresholds)
+    assert head.blend_chars is True
+
+
+def _model(classes: tuple[str, ...], bias: list[float], thresholds: tuple[float, ...] | None) -> CharModel:
+    """A char model that gives every text the softmax of ``bias`` (no weights)."""
+    return CharModel(
+        bits=4,
+        classes=classes,
+        weights=np.zeros((16, len(classes)), dtype=np.float32),
+        bias=np.log(np.asarray(bias, dtype=np.float32)),
+        threshold=0.7,
+        thresholds=thresholds,
+    )
+
+
+def test_a_threshold_per_category_judges_each_category_on_its_own_probability() -> None:
+    """With thresholds per category, a window is of the most probable category whose probability reaches its
+    own threshold; one minus benign's probability no longer matters. Without, the single threshold does."""
+    classes = load_char_model().classes
+    probabilities = [0.45, 0.05, 0.05, 0.40, 0.03, 0.02]  # benign most probable, exfiltration 0.40
+    assert _model(classes, probabilities, None).verdict("any text") is None  # 0.55 of an attack < 0.7
+    per_category = (0.9, 0.9, 0.35, 0.9, 0.9)
+    verdict = _model(classes, probabilities, per_category).verdict("any text")
+    assert verdict is not None
+    assert verdict[0] == "exfiltration"
+    assert verdict[1] == pytest.approx(0.40, abs=1e-4)
+    assert _model(classes, probabilities, (0.9, 0.9, 0.45, 0.9, 0.9)).verdict("any text") is None
+    # Two categories over their thresholds: the more probable one.
+    both = _model(classes, [0.2, 0.3, 0.05, 0.4, 0.03, 0.02], (0.25, 0.9, 0.35, 0.9, 0.9)).verdict("any text")
+    assert both is not None
+    assert both[0] == "exfiltration"
+    batch = _model(classes, probabilities, per_category).verdicts(["a", "b"])
+    assert [(v[0], round(v[1], 4)) for v in batch if v] == [("exfiltration", 0.4)] * 2
 
 
 def test_char_features_spread_over_the_buckets_as_chance_would() -> None:

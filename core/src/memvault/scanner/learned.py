@@ -12,10 +12,10 @@ the held-out sets), each a softmax regression over ``benign`` and the categories
 - :class:`HeadModel` reads the sentence embedding the check by meaning already
   computed for a window (the default embedder's model only).
 
-A window is an attack (of its most probable category) when the probability of
-an attack, one minus benign's, reaches the model's threshold: chosen at build
-time on out-of-fold scores so that no benign training text reached it (with a
-margin).
+A window is an attack of a category when the probability of that category
+reaches the category's threshold: chosen at build time on out-of-fold scores
+so that no benign training text the rules store reached it (with a margin).
+The head's verdict is on the mean of its probabilities and the char model's.
 
 May import: :mod:`memvault.contract` and :mod:`memvault.scanner.engine`.
 """
@@ -97,6 +97,9 @@ class CharModel:
     weights: Any  # float32, (2**bits, len(classes))
     bias: Any  # float32, (len(classes),)
     threshold: float
+    #: Per attack category (``classes[1:]``): a window is of that category when its probability reaches the
+    #: category's threshold. ``None``: one threshold, :attr:`threshold`, on one minus benign's probability.
+    thresholds: tuple[float, ...] | None = None
 
     def probabilities(self, text: str) -> Any:
         """The model's probability of each class for ``text``."""
@@ -110,7 +113,7 @@ class CharModel:
 
     def verdict(self, text: str) -> tuple[str, float] | None:
         """(category, probability of an attack) when that probability reaches the threshold."""
-        return _verdict(self.classes, self.probabilities(text), self.threshold)
+        return _verdict(self.classes, self.probabilities(text), self.threshold, self.thresholds)
 
     def batch_probabilities(self, texts: Sequence[str]) -> Any:
         """:meth:`probabilities` of many texts at once, in a few numpy passes over all their characters
@@ -145,7 +148,7 @@ class CharModel:
         """:meth:`verdict` of many texts at once (:meth:`batch_probabilities`)."""
         if not texts:
             return []
-        return [_verdict(self.classes, row, self.threshold) for row in self.batch_probabilities(texts)]
+        return [_verdict(self.classes, row, self.threshold, self.thresholds) for row in self.batch_probabilities(texts)]
 
 
 @frozen(kw_only=True)
@@ -157,6 +160,11 @@ class HeadModel:
     weights: Any  # float32, (dimensions, len(classes))
     bias: Any
     threshold: float
+    #: Per attack category, as :attr:`CharModel.thresholds`.
+    thresholds: tuple[float, ...] | None = None
+    #: The verdict is on the mean of this head's probabilities and the char model's (the two models err on
+    #: different texts: out of fold, together they catch more at the same false positives than either).
+    blend_chars: bool = False
 
     def probabilities(self, vectors: Any) -> Any:
         """Per row of unit ``vectors`` (n, dimensions): the probability of each class."""
@@ -168,9 +176,20 @@ class HeadModel:
         return exp / exp.sum(axis=1, keepdims=True)
 
 
-def _verdict(classes: tuple[str, ...], probabilities: Any, threshold: float) -> tuple[str, float] | None:
-    """The most probable attack category, when the probability of an attack (one minus benign's, benign
-    being the first class) reaches ``threshold``."""
+def _verdict(
+    classes: tuple[str, ...], probabilities: Any, threshold: float, thresholds: tuple[float, ...] | None = None
+) -> tuple[str, float] | None:
+    """The verdict on one row of probabilities (benign first), or ``None``.
+
+    With ``thresholds`` (one per attack category): the most probable of the categories whose probability
+    reaches its own threshold. Without: the most probable category, when the probability of an attack (one
+    minus benign's) reaches ``threshold``."""
+    if thresholds is not None:
+        over = [(float(probabilities[c]), c) for c in range(1, len(classes)) if probabilities[c] >= thresholds[c - 1]]
+        if not over:
+            return None
+        probability, best = max(over)
+        return classes[best], probability
     attack = 1.0 - float(probabilities[0])
     if attack < threshold:
         return None
@@ -178,8 +197,18 @@ def _verdict(classes: tuple[str, ...], probabilities: Any, threshold: float) -> 
 
 
 def head_verdict(model: HeadModel, probabilities: Any) -> tuple[str, float] | None:
-    """(category, probability) for one row of :meth:`HeadModel.probabilities`, or ``None``."""
-    return _verdict(model.classes, probabilities, model.threshold)
+    """(category, probability) for one row of :meth:`HeadModel.probabilities` (blended with the char model's
+    when :attr:`HeadModel.blend_chars`), or ``None``."""
+    return _verdict(model.classes, probabilities, model.threshold, model.thresholds)
+
+
+def _thresholds(index: dict[str, Any], classes: int) -> tuple[float, ...] | None:
+    values = index.get("thresholds")
+    if values is None:
+        return None
+    if len(values) != classes - 1:
+        raise ValueError(f"classifier.json holds {len(values)} thresholds for {classes - 1} attack categories")
+    return tuple(float(v) for v in values)
 
 
 def _shipped(model: str) -> tuple[dict[str, Any], Any, Any]:
@@ -208,6 +237,7 @@ def load_char_model() -> CharModel:
         weights=weights,
         bias=bias,
         threshold=float(index["threshold"]),
+        thresholds=_thresholds(index, len(index["classes"])),
     )
 
 
@@ -221,4 +251,6 @@ def load_head_model() -> HeadModel:
         weights=weights,
         bias=bias,
         threshold=float(index["threshold"]),
+        thresholds=_thresholds(index, len(index["classes"])),
+        blend_chars=bool(index.get("blend_chars", False)),
     )

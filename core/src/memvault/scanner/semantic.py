@@ -375,6 +375,8 @@ class SemanticCheck:
             to_attacks = vectors @ self.intents.attacks.T
             to_benign = vectors @ self.intents.benign.T
             by_head = self.head.probabilities(vectors) if self.head is not None else None
+            if by_head is not None and self.head is not None and self.head.blend_chars and self.chars is not None:
+                by_head = (by_head + self.chars.batch_probabilities([t for _, t in missing])) / 2
             with self._lock:
                 self.windows_embedded += len(missing)
                 for row, (key, _) in enumerate(missing):
