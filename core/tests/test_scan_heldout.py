@@ -69,7 +69,7 @@ SETS = (
         name="v2",
         floor=0.583,
         rules_only_floor=0.436,
-        known_false_positives=frozenset({"bn-018", "bn-083", "bn-086", "bn-101", "bn-123"}),
+        known_false_positives=frozenset({"bn-018", "bn-086", "bn-101", "bn-123"}),
         known_false_positives_by_meaning=frozenset({"bn-106"}),
     ),
     # Written after v2 was measured, before the classifiers. Measured once with the first classifiers: 63 of 130
@@ -80,7 +80,7 @@ SETS = (
         name="v3",
         floor=0.576,
         rules_only_floor=0.353,
-        known_false_positives=frozenset({"v3-bn-002", "v3-bn-012", "v3-bn-022", "v3-bn-025", "v3-bn-052", "v3-bn-100"}),
+        known_false_positives=frozenset({"v3-bn-002", "v3-bn-012", "v3-bn-022", "v3-bn-025", "v3-bn-100"}),
     ),
     # Written while the classifiers were retrained on twice the data; measured once with them: 46 of 120 (38.3 %)
     # and 8 benign rejected, one (a Spanish class note quoting an injection) by the char model; after its hash was
@@ -100,12 +100,13 @@ SETS = (
     # Written after v4 was measured, before the classifiers got a threshold per category and the third training
     # sets (4,850 texts); measured once with them: 48 of 120 (40.0 %), rules alone 29 (24.2 %). Six benign items
     # rejected, all by the rules: a blog note on injection research, three markdown images or a curl template
-    # to known hosts, two factual tool logs shaped like calls.
+    # to known hosts, two factual tool logs shaped like calls. Then two of the images (snake_case file names
+    # taken for placeholders, a defect v2's bn-083 and v3's bn-052 had shown first) were fixed: four left.
     HeldOut(
         name="v5",
         floor=0.400,
         rules_only_floor=0.241,
-        known_false_positives=frozenset({"v5-bn-042", "v5-bn-077", "v5-bn-082", "v5-bn-085", "v5-bn-089", "v5-bn-118"}),
+        known_false_positives=frozenset({"v5-bn-042", "v5-bn-085", "v5-bn-089", "v5-bn-118"}),
         min_per_category=12,
     ),
 )

