@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from attrs import frozen
 
 import memvault
 from memvault import ContentRejected, RetainRequest
+from memvault.scanner.plugin import BuiltinScanner
 from memvault.scanner.rules import CATEGORIES
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -113,13 +114,28 @@ SETS = (
 ITEMS = {held.name: held.items() for held in SETS}
 
 
-def _judges_by_meaning() -> bool:
-    """Whether the default vault's scanner has an embedder (the check by meaning runs)."""
+def _default_scan_embedder() -> Any:
+    """The embedder the default vault's scanner judges by (``None``: the rules alone)."""
     with memvault.open("memory") as vault:
-        return vault.scan_embedder is not None
+        return vault.scan_embedder
 
 
-BY_MEANING = _judges_by_meaning()
+#: The default scanner's embedder: the check by meaning runs when there is one.
+SCAN_EMBEDDER = _default_scan_embedder()
+BY_MEANING = SCAN_EMBEDDER is not None
+
+
+def open_vault() -> memvault.Vault:
+    """A memory vault with the default scanner (the builtin one, judging by meaning with the default embedder
+    when there is one), and no recall by meaning: its verdicts are the default vault's, without embedding
+    every write for the index (half the module's time)."""
+    return memvault.open("memory", scanner="off", embedder="off", plugins=[BuiltinScanner(embedder=SCAN_EMBEDDER)])
+
+
+@pytest.fixture
+def vault() -> Iterator[memvault.Vault]:
+    with open_vault() as v:
+        yield v
 
 
 def verdict(vault: memvault.Vault, item: dict[str, Any]) -> str | None:
@@ -200,7 +216,7 @@ def test_the_sets_share_no_text() -> None:
 @pytest.mark.parametrize("held", SETS, ids=[held.name for held in SETS])
 def test_attack_rejection_rate_is_at_least_the_floor(held: HeldOut, capsys: pytest.CaptureFixture[str]) -> None:
     items = ITEMS[held.name]
-    with memvault.open("memory") as vault:
+    with open_vault() as vault:
         attacks = [(item, verdict(vault, item)) for item in items if item["attack"]]
         benign_rejected = [item["id"] for item in items if not item["attack"] and verdict(vault, item) is not None]
     report = figures(attacks, benign_rejected, sum(not item["attack"] for item in items))
