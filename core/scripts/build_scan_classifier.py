@@ -177,15 +177,9 @@ def threshold_and_report(name: str, labels: Any, oof: Any, langs: list[str], by_
         f"{name}: threshold {threshold:.3f} (highest out-of-fold score of a benign text the rules store: "
         f"{worst:.3f}; the rules reject {int((benign & by_rules).sum())} of its {int(benign.sum())} benign texts)"
     )
-    for c, category in enumerate(CLASSES[1:], start=1):
-        mask = labels == c
-        print(f"  {category:22s} {int(caught[mask].sum()):4d} / {int(mask.sum()):4d}")
+    report(labels, caught, by_rules)
     english = np.array([lang == "en" for lang in langs])
     attacks = ~benign
-    print(
-        f"  with the rules: {int(((caught | by_rules) & attacks).sum())} / {int(attacks.sum())} "
-        f"(the rules alone {int((by_rules & attacks).sum())})"
-    )
     print(
         f"  all attacks {int(caught.sum())} / {int(attacks.sum())}; English {int(caught[english].sum())} / "
         f"{int((attacks & english).sum())}; other languages {int(caught[~english].sum())} / "
@@ -207,18 +201,22 @@ def class_thresholds(name: str, labels: Any, probabilities: Any, by_rules: Any) 
     caught = np.zeros(len(labels), dtype=bool)
     for c in range(1, len(CLASSES)):
         caught |= probabilities[:, c] >= thresholds[c - 1]
-    attacks = ~benign
     shown = ", ".join(f"{category} {t:.3f}" for category, t in zip(CLASSES[1:], thresholds, strict=True))
     print(f"{name}, a threshold per category: {shown}")
+    report(labels, caught, by_rules, f"; benign the rules store and the model rejects: {int((caught & stored).sum())}")
+    return thresholds
+
+
+def report(labels: Any, caught: Any, by_rules: Any, more: str = "") -> None:
+    """The out-of-fold figures of a model's verdicts ``caught``: per category, and with the rules."""
     for c, category in enumerate(CLASSES[1:], start=1):
         mask = labels == c
         print(f"  {category:22s} {int(caught[mask].sum()):4d} / {int(mask.sum()):4d}")
+    attacks = labels != 0
     print(
         f"  with the rules: {int(((caught | by_rules) & attacks).sum())} / {int(attacks.sum())} "
-        f"(the rules alone {int((by_rules & attacks).sum())}); benign the rules store and the model rejects: "
-        f"{int((caught & stored).sum())}"
+        f"(the rules alone {int((by_rules & attacks).sum())}){more}"
     )
-    return thresholds
 
 
 def main() -> None:
