@@ -386,7 +386,10 @@ class SemanticCheck:
                     verdict = None
                     if similarity >= MODERATE_SIMILARITY and margin >= MODERATE_MARGIN:
                         verdict = (self.intents.categories[best], round(similarity, 3), round(margin, 3))
-                    if self.head is not None and by_head is not None and (verdict is None or margin < STRONG_MARGIN):
+                    strong = similarity >= STRONG_SIMILARITY and margin >= STRONG_MARGIN
+                    # The head is asked whenever the intents' verdict is not a strong one: a moderate match
+                    # (half weight: it rejects only beside a rule) must not hide the head's full verdict.
+                    if self.head is not None and by_head is not None and (verdict is None or not strong):
                         learned = head_verdict(self.head, by_head[row])
                         if learned is not None:  # a negative margin marks the head's verdict
                             verdict = (learned[0], round(learned[1], 3), -1.0)
