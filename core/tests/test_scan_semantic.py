@@ -219,6 +219,38 @@ def test_a_long_text_sends_at_most_a_few_windows_to_the_model(embedder: Any) -> 
     assert semantic.windows_embedded == MAX_WINDOWS
 
 
+#: Ordinary lines with the cascade's words, each its own window (about 280 characters).
+_DECOYS = [
+    f"Item {i}: the new instructions for the system upgrade are in the shared drive, nothing urgent, just "
+    "keeping track of the household chores and the errands we planned with the neighbours and the kids, "
+    "the library books, the dentist on Thursday and the parking rules the landlord sent last month."
+    for i in range(21)
+]
+
+
+@pytest.mark.parametrize("position", ["last", "middle"])
+def test_an_attack_behind_many_ordinary_windows_still_reaches_the_model(
+    vault: memvault.Vault, embedder: Any, position: str
+) -> None:
+    """More windows pass the cascade than reach the model: the ones the char model finds most like an attack
+    go, not the first ones (six ordinary lines with the cascade's words before an attack let it through)."""
+    lines = [*_DECOYS]
+    lines.insert(len(lines) if position == "last" else len(lines) // 2, OVERRIDE_PARAPHRASE)
+    body = "\n".join(lines) + "\n"
+    assert len(windows(body)) == len(lines)
+    assert scan(body) is None
+    with pytest.raises(ContentRejected) as caught:  # a daily log holds up to 30,000 bytes
+        vault.retain(
+            RetainRequest(workspace_id=WS, agent_id="a1", tier="daily", key="2026-12-04", content=body, mode="append")
+        )
+    assert caught.value.pattern.startswith("semantic:")
+    assert OVERRIDE_PARAPHRASE[:40] in (caught.value.excerpt or "")
+    scanner = BuiltinScanner(embedder=embedder)
+    assert scanner.semantic is not None
+    scanner.verdict(body)
+    assert scanner.semantic.windows_embedded == MAX_WINDOWS  # still at most a few windows a text
+
+
 def test_an_append_embeds_only_its_new_windows(vault: memvault.Vault) -> None:
     semantic = _scanner(vault).semantic
     assert semantic is not None

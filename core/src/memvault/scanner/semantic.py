@@ -12,8 +12,9 @@ A text is cut into windows (a line, or a long line's sentences grouped up to
 :data:`WINDOW_CHARS`). The cascade keeps it cheap: a window reaches the model
 only when the rules found something in the text below its threshold, or the
 window holds words of the intents' vocabulary (:data:`STRONG_WORDS`, or two of
-:data:`WEAK_WORDS`); at most :data:`MAX_WINDOWS` windows a text, each verdict
-cached by the window's text. A window is judged by its nearest attack and its
+:data:`WEAK_WORDS`); at most :data:`MAX_WINDOWS` windows a text (when more pass,
+the ones the character model finds most like an attack), each verdict cached by
+the window's text. A window is judged by its nearest attack and its
 nearest benign anchor: it must be close to an attack intent *and* closer to it
 than to any benign look-alike by a margin. A confident match is a hit of weight
 1.0 (rejects alone, pattern ``semantic:<category>``); a moderate one weighs
@@ -78,7 +79,8 @@ PATTERN_PREFIX: Final = "semantic:"
 WINDOW_CHARS: Final = 300
 #: Windows shorter than this (stripped) are not judged: too little to mean anything.
 MIN_WINDOW_CHARS: Final = 16
-#: At most this many windows of one text reach the model (the first ones the cascade lets through).
+#: At most this many windows of one text reach the model (of those the cascade lets through, the ones the
+#: character model finds most like an attack).
 MAX_WINDOWS: Final = 6
 #: A window this close to an attack intent, and closer to it than to every benign anchor by
 #: :data:`STRONG_MARGIN`, is a hit of weight 1.0.
@@ -300,9 +302,9 @@ class SemanticCheck:
                 if self.chars is not None and any(ch.isalpha() for ch in window):
                     foreign.append((start, end, window))
                 continue
-            if not (suspicious or passes_cascade(window)) or len(chosen) >= MAX_WINDOWS:
-                continue
-            chosen.append((start, end, window))
+            if suspicious or passes_cascade(window):
+                chosen.append((start, end, window))
+        chosen = self._most_suspicious(chosen)
         # Every such window, in one batch (a long write in another language costs about what the rules do).
         for (start, end, window), by_chars in zip(foreign, self._by_chars([w for _, _, w in foreign]), strict=True):
             if by_chars is not None:
@@ -333,6 +335,19 @@ class SemanticCheck:
                 )
             )
         return found
+
+    def _most_suspicious(self, chosen: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+        """At most :data:`MAX_WINDOWS` of the windows the cascade let through, in text order: when there are
+        more, the ones the char model finds most like an attack (one batch: a few numpy passes), not the
+        first ones, which let an attack through behind six ordinary windows with the cascade's words."""
+        if len(chosen) <= MAX_WINDOWS:
+            return chosen
+        if self.chars is None:
+            return chosen[:MAX_WINDOWS]
+        attack = 1.0 - self.chars.batch_probabilities([w for _, _, w in chosen])[:, 0]
+        # The highest scores; among equal ones the earlier window (a stable sort on the negated score).
+        ranked = sorted(range(len(chosen)), key=lambda i: -float(attack[i]))[:MAX_WINDOWS]
+        return [chosen[i] for i in sorted(ranked)]
 
     def _by_chars(self, texts: Sequence[str]) -> list[tuple[str, float] | None]:
         """The char model's verdicts on windows (cached with the others, by the window's text); the windows
