@@ -190,6 +190,10 @@ def _foreign(text: str) -> bool:
     return len(words) >= _MIN_WORDS and _ENGLISH.isdisjoint(words) and _CODE.search(text) is None
 
 
+def _has_letters(text: str) -> bool:
+    return any(ch.isalpha() for ch in text)
+
+
 def english(text: str) -> bool:
     """Whether the check by meaning reads ``text`` as English (the sentence model's), not for the char model."""
     return not _foreign(text)
@@ -262,6 +266,8 @@ class SemanticCheck:
         self.windows_by_chars = 0
         self._cache: OrderedDict[str, tuple[str, float, float] | None] = OrderedDict()
         self._chars_cache: OrderedDict[str, tuple[str, float] | None] = OrderedDict()
+        #: Per line: whether the char model finds an attack in a window of it (cleared when full).
+        self._foreign_lines: dict[str, bool] = {}
         self._lock = threading.Lock()
         self.texts = 0  # texts judged
         self.texts_reaching_model = 0  # texts with at least one window the cascade let through
@@ -282,13 +288,10 @@ class SemanticCheck:
             whole = not words.isdisjoint(STRONG_WORDS) or len(words & WEAK_WORDS) >= 2
         else:
             whole = passes_cascade(text)
-        body = text.rstrip()
-        # An append's new line comes last (an English log may get a line in another language).
-        english_text = not _foreign(body[body.rfind("\n") + 1 :])
-        if not suspicious and not whole and english_text:
-            # No window of the text can pass if the whole does not, and the text reads as English (no window
-            # for the char model, short of a line in another language among English ones): the common case
-            # costs two splits.
+        if not suspicious and not whole and not self._flags_a_foreign_window(text):
+            # No window of the text can pass the cascade if the whole does not, and the char model finds no
+            # attack in any line the sentence model cannot read (anywhere, not only the last line: an attack
+            # between two English lines went unjudged): the common case costs a split and a lookup a line.
             with self._lock:
                 self.texts += 1
             return []
@@ -335,6 +338,37 @@ class SemanticCheck:
                 )
             )
         return found
+
+    def _flags_a_foreign_window(self, text: str) -> bool:
+        """Whether the char model finds an attack in a window of ``text`` it judges (one the sentence model
+        cannot read), in any line: its verdicts are cached by window, and each line's answer too (an
+        append's tail repeats the lines before it)."""
+        if self.chars is None:
+            return False
+        known = self._foreign_lines
+        for line in text.split("\n"):
+            if len(line) < MIN_WINDOW_CHARS:
+                continue  # no window
+            flagged = known.get(line)
+            if flagged is None:
+                if len(line) <= WINDOW_CHARS:  # one window (the common case: no list, no generator)
+                    window = line.strip()
+                    flagged = (
+                        len(window) >= MIN_WINDOW_CHARS
+                        and _foreign(window)
+                        and _has_letters(window)
+                        and self._by_chars([window])[0] is not None
+                    )
+                else:  # several, as :func:`windows` cuts a long line
+                    cut = [line[s:e].strip() for s, e in windows(line)]
+                    foreign = [w for w in cut if _foreign(w) and _has_letters(w)]
+                    flagged = any(v is not None for v in self._by_chars(foreign))
+                if len(known) >= CACHE_SIZE:
+                    known.clear()
+                known[line] = flagged
+            if flagged:
+                return True
+        return False
 
     def _most_suspicious(self, chosen: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
         """At most :data:`MAX_WINDOWS` of the windows the cascade let through, in text order: when there are
