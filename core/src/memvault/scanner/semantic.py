@@ -191,6 +191,7 @@ def _foreign(text: str) -> bool:
 
 
 def _has_letters(text: str) -> bool:
+    """Whether ``text`` has a letter (a window the char model can judge)."""
     return any(ch.isalpha() for ch in text)
 
 
@@ -302,7 +303,7 @@ class SemanticCheck:
             window = text[start:end].strip()
             if _foreign(window):
                 # The sentence model reads English: the char model judges the window (one with letters).
-                if self.chars is not None and any(ch.isalpha() for ch in window):
+                if self.chars is not None and _has_letters(window):
                     foreign.append((start, end, window))
                 continue
             if suspicious or passes_cascade(window):
