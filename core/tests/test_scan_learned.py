@@ -192,6 +192,44 @@ def test_the_char_model_reads_only_windows_not_in_english(vault: memvault.Vault)
     assert check.windows_by_chars == 2
 
 
+def _english_by_words(text: str) -> bool:
+    """The reading of a window as English, by splitting its words (the definition, without the shortcut)."""
+    import re
+
+    from memvault.scanner.semantic import ENGLISH_WORDS
+
+    words = [w.lower() for w in re.findall(r"[A-Za-z]+", text)]
+    if not text.isascii():
+        outside = sum(ch.isalpha() for ch in text if not ch.isascii())
+        letters = outside + sum(map(len, words))
+        if not letters or outside / letters > 0.10:
+            return False
+    elif not words:
+        return False
+    code = re.search(r'[{}<>=]|^\s*-\s|":|\w:\s*$', text, re.MULTILINE) is not None
+    return not (len(words) >= 6 and ENGLISH_WORDS.isdisjoint(words) and not code)
+
+
+#: The words the shortcut looks for, others of the list, and words of other languages that hold one of them.
+_WORDS = st.sampled_from(
+    [
+        *("The", "to", "AND", "you", "it", "is", "that", "of", "for", "this", "then"),
+        *("la", "und", "Theorie", "tomate", "andare", "isola", "fortuna", "ofrecen", "itinerario", "Youtube"),
+    ]
+)
+_TEXT = st.lists(st.one_of(_WORDS, st.text(alphabet="abcXYZ éß語 .,:-{=\n", max_size=8)), max_size=14).map(" ".join)
+
+
+@given(text=_TEXT)
+@settings(max_examples=400, deadline=None)
+def test_a_window_is_read_as_english_by_its_words(text: str) -> None:
+    """The check's quick search for the commonest English words (most English lines need no split into words)
+    decides as the word split does: a common word glued to another, in capitals or beside punctuation."""
+    from memvault.scanner.semantic import english
+
+    assert english(text) == _english_by_words(text)
+
+
 def test_char_features_are_the_same_in_another_process() -> None:
     """The buckets come from a fixed hash (not Python's, which is salted per process): weights trained in
     one process mean the same in every other."""

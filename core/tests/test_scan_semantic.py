@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scan_corpus import ATTACKS, BENIGN, BENIGN_NEAR, PARAPHRASES, all_attacks
 
 import memvault
@@ -309,6 +311,41 @@ def test_a_line_in_another_language_is_judged_wherever_it_stands(
         _retain(vault, body + "\n")
     assert caught.value.pattern.startswith("semantic:")
     assert attack[:30] in (caught.value.excerpt or "")
+
+
+#: Lines of known verdict, none with a cascade word (no window reaches the sentence model): each attack line
+#: alone is rejected by the char model, each other line stored.
+_SPORT = "We walked to the park and the kids played on the swings for an hour. "
+LINES_OF_KNOWN_VERDICT = {
+    "english": ("Shopping list: eggs, milk and bread for the weekend.", False),
+    "english, one window long": ((_SPORT * 5)[:298] + ".", False),
+    "english, two windows long": ((_SPORT * 5).strip(), False),
+    "short": ("Ok, great!", False),
+    "spanish": ("Mañana vamos al mercado con mi hermana y compramos fruta fresca.", False),
+    "code": ('{"city": "Lisbon", "days": 4}', False),
+    "attack": (FOREIGN_ATTACKS[0], True),
+    "attack, other": (FOREIGN_ATTACKS[1], True),
+    "attack after a window of english": ((_SPORT * 4).strip() + " " + FOREIGN_ATTACKS[0], True),
+}
+
+
+def test_each_line_of_known_verdict_has_it_alone(embedder: Any) -> None:
+    check = SemanticCheck(embedder)
+    for name, (line, attack) in LINES_OF_KNOWN_VERDICT.items():
+        assert not passes_cascade(line), name
+        assert scan(line) is None, name
+        assert bool(check.hits(line)) is attack, name
+
+
+@given(names=st.lists(st.sampled_from(sorted(LINES_OF_KNOWN_VERDICT)), min_size=1, max_size=6))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_write_in_lines_is_judged_as_its_lines_are(embedder: Any, names: list[str]) -> None:
+    """A write with an attack line in another language is judged by meaning, whatever lines stand around it;
+    a write without one is not: the quick pass that clears the commonest English lines at once (one window
+    each, one of the commonest English words) keeps the line of two windows, the second in another language."""
+    check = SemanticCheck(embedder)
+    text = "\n".join(LINES_OF_KNOWN_VERDICT[name][0] for name in names)
+    assert bool(check.hits(text)) is any(LINES_OF_KNOWN_VERDICT[name][1] for name in names)
 
 
 # -- without an embedder, or with another model ----------------------------------------------------

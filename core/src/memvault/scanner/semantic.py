@@ -102,9 +102,9 @@ _MAX_FOREIGN: Final = 0.10
 STRONG_WORDS: Final = CASCADE_STRONG_WORDS
 #: Two of these words (or one and one of :data:`STRONG_WORDS`) let a window through.
 WEAK_WORDS: Final = CASCADE_WEAK_WORDS
-#: Every byte but a-z and A-Z becomes a space: ``bytes.split`` then yields the words (C speed, no regex;
-#: the text's non-ASCII characters are dropped first, and the vocabulary is ASCII).
-_NON_LETTERS: Final = bytes(b if chr(b).isascii() and chr(b).isalpha() else 32 for b in range(256))
+#: Every byte but a-z and A-Z becomes a space and A-Z become a-z: ``bytes.split`` then yields the lowered
+#: words (C speed, no regex; the text's non-ASCII characters are dropped first, and the vocabulary is ASCII).
+_NON_LETTERS: Final = bytes((b | 0x20) if chr(b).isascii() and chr(b).isalpha() else 32 for b in range(256))
 _STRONG: Final = frozenset(word.encode("ascii") for word in STRONG_WORDS)
 _WEAK: Final = frozenset(word.encode("ascii") for word in WEAK_WORDS)
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])\s+")
@@ -169,6 +169,10 @@ ENGLISH_WORDS: Final = _word_list(
 )
 
 _ENGLISH: Final = frozenset(word.encode("ascii") for word in ENGLISH_WORDS)
+#: The ten commonest of :data:`ENGLISH_WORDS`, as whole words of the lowered letters padded with a space: one
+#: search finds one in most English lines, which then need no split into words (half :func:`_foreign`'s cost
+#: on LoCoMo's turns; the whole list as one pattern is slower than the split).
+_COMMON_ENGLISH: Final = re.compile(rb" (?:the|to|and|you|it|is|that|of|for|this) ")
 #: A window of at least this many words none of which is one of :data:`ENGLISH_WORDS` is not read as English
 #: (an English sentence that long without "the", "and", "you", "to" and the like is rare).
 _MIN_WORDS: Final = 6
@@ -178,15 +182,17 @@ def _foreign(text: str) -> bool:
     """Whether the sentence model cannot read ``text``: no letters, mostly letters outside ASCII, or six
     words or more, none of the commonest English words and no markup or code. At C speed but for the
     characters outside ASCII (curly quotes, emoji and the like are not letters)."""
-    words = text.encode("ascii", "ignore").translate(_NON_LETTERS).lower().split()
-    if text.isascii():
-        if not words:
-            return True
-    else:
+    lowered = text.encode("ascii", "ignore").translate(_NON_LETTERS)
+    if not text.isascii():
         outside = sum(ch.isalpha() for ch in _NOT_ASCII.findall(text))
-        letters = outside + sum(map(len, words))
+        letters = outside + len(lowered) - lowered.count(b" ")
         if not letters or outside / letters > _MAX_FOREIGN:
             return True
+    if _COMMON_ENGLISH.search(b" " + lowered + b" ") is not None:
+        return False  # one of the commonest English words: no need to split the words
+    words = lowered.split()
+    if not words:
+        return True
     return len(words) >= _MIN_WORDS and _ENGLISH.isdisjoint(words) and _CODE.search(text) is None
 
 
@@ -227,7 +233,7 @@ def windows(text: str) -> list[tuple[int, int]]:
 
 def passes_cascade(window: str) -> bool:
     """Whether a window's words make it worth the model's time (:data:`STRONG_WORDS`, two of :data:`WEAK_WORDS`)."""
-    words = set(window.encode("ascii", "ignore").translate(_NON_LETTERS).lower().split())
+    words = set(window.encode("ascii", "ignore").translate(_NON_LETTERS).split())
     if not words.isdisjoint(_STRONG):
         return True
     return len(words & _WEAK) >= 2
