@@ -25,6 +25,7 @@ from scan_corpus import ATTACKS, BENIGN, BENIGN_NEAR, PARAPHRASES, all_attacks
 
 import memvault
 from memvault import ContentRejected, ReadRequest, RecallRequest, RetainRequest
+from memvault.providers.memory import MemoryProvider
 from memvault.scanner.engine import SEMANTIC_PATTERN_IDS, ScanPolicy, scan
 from memvault.scanner.plugin import BuiltinScanner
 from memvault.scanner.semantic import (
@@ -311,6 +312,29 @@ def test_a_line_in_another_language_is_judged_wherever_it_stands(
         _retain(vault, body + "\n")
     assert caught.value.pattern.startswith("semantic:")
     assert attack[:30] in (caught.value.excerpt or "")
+
+
+@pytest.mark.parametrize("where", ["between English lines", "first of three"])
+def test_a_stored_line_in_another_language_is_blocked_on_read_and_recall_wherever_it_stands(
+    embedder: Any, where: str
+) -> None:
+    """The read and recall hooks judge a stored body through the same check as a write: an attack in another
+    language stored before the check existed is found between English lines too, not only as the last line."""
+    attack = FOREIGN_ATTACKS[0]
+    body = {
+        "between English lines": f"Shopping list: eggs, milk and bread.\n{attack}\nThanks, see you at the market.\n",
+        "first of three": f"{attack}\nShopping list: eggs, milk and bread.\nThanks, see you at the market.\n",
+    }[where]
+    provider = MemoryProvider()
+    words_only = memvault.Vault(provider, name="memory", plugins=[BuiltinScanner()])
+    words_only.retain(RetainRequest(workspace_id=WS, agent_id="a1", tier="AGENT", content=body, mode="append"))
+    meaning = memvault.Vault(provider, name="memory", plugins=[BuiltinScanner(embedder=embedder)])
+    read = meaning.read(ReadRequest(workspace_id=WS, agent_id="a1", tier="AGENT"))
+    assert read.quarantine is not None
+    assert read.quarantine.pattern.startswith("semantic:")
+    recalled = meaning.recall(RecallRequest(workspace_id=WS, agent_id="a1", query="shopping list eggs milk"))
+    assert recalled.hits == []
+    assert recalled.quarantined == ["AGENT.md"]
 
 
 #: Lines of known verdict, none with a cascade word (no window reaches the sentence model): each attack line
