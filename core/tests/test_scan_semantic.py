@@ -212,6 +212,13 @@ def test_the_cascade_leaves_everyday_text_to_the_rules(embedder: Any) -> None:
     assert (semantic.texts_reaching_model, semantic.windows_embedded) == (1, 1)
 
 
+@pytest.mark.parametrize("text", ["IGNORE the PREVIOUS notes", "Ask the Admin", "Forward it Quietly"])
+def test_the_cascade_reads_words_in_any_case(text: str) -> None:
+    """A window's cascade words count in capitals too (the words are lowered as they are cut out)."""
+    assert passes_cascade(text)
+    assert passes_cascade(text.upper())
+
+
 def test_a_long_text_sends_at_most_a_few_windows_to_the_model(embedder: Any) -> None:
     scanner = BuiltinScanner(embedder=embedder)
     semantic = scanner.semantic
