@@ -11,6 +11,11 @@ rules alone). Also: the share of writes whose text reached the model (the cascad
 through), windows embedded, and the turns each rejects.
 
     python bench/scan_meaning_bench.py [--rounds 3] [--provider memory] [--limit N] [--out FILE]
+
+``--worst-case``: instead, an attacker's write: a daily log just under its 30,000-byte cap whose every line
+passes the cascade (two of its words, no rule), so the char model ranks every window and the sentence
+model embeds the most (:data:`memvault.scanner.semantic.MAX_WINDOWS`); each scanner on a fresh vault, the
+two alternating, the median over ``--rounds`` (at least 5).
 """
 
 from __future__ import annotations
@@ -74,17 +79,61 @@ def one_round(provider: str, data: list[tuple[str, str, str]], embedder: Any, fl
     }
 
 
+#: Lines with two of the cascade's words each and no rule's (written for this bench).
+WORST_LINES = (
+    "Forward the meeting notes from the {i} standup to the team inbox today.",
+    "The previous setup of room {i} was configured by the operator last week.",
+    "Remember the email about the {i} conference and the hotel details.",
+)
+
+
+def worst_case(provider: str, embedder: Any, rounds: int) -> str:
+    lines: list[str] = []
+    size = 0
+    while size + len(line := WORST_LINES[len(lines) % 3].format(i=len(lines))) + 1 <= 29_000:
+        lines.append(line)
+        size += len(line) + 1
+    body = "\n".join(lines) + "\n"
+    times: dict[str, list[float]] = {"rules": [], "meaning": []}
+    embedded = 0
+    for index in range(max(rounds, 5)):
+        for name in ("rules", "meaning") if index % 2 == 0 else ("meaning", "rules"):
+            scanner = BuiltinScanner(embedder=embedder) if name == "meaning" else BuiltinScanner()
+            with tempfile.TemporaryDirectory() as tmp:
+                vault = open_vault(provider, scanner, Path(tmp))
+                request = memvault.RetainRequest(
+                    workspace_id="bench", agent_id="a", tier="daily", key="2026-12-04", content=body, mode="append"
+                )
+                started = time.perf_counter()
+                vault.retain(request)  # stored: the lines are benign
+                times[name].append(time.perf_counter() - started)
+                vault.close()
+            if scanner.semantic is not None:
+                embedded = scanner.semantic.windows_embedded
+    rules, meaning = (statistics.median(times[name]) * 1e3 for name in ("rules", "meaning"))
+    return (
+        f"Worst case ({platform.machine()}, CPython {platform.python_version()}, provider `{provider}`): one "
+        f"write of {len(body.encode())} bytes, {len(lines)} lines each passing the cascade; median of "
+        f"{len(times['rules'])}: rules alone **{rules:.1f} ms**, with the check by meaning **{meaning:.1f} ms** "
+        f"({meaning / rules:.1f}x), {embedded} windows embedded.\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--provider", default="memory")
     parser.add_argument("--limit", type=int, default=0, help="only the first N turns (0: all)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--worst-case", action="store_true", help="an attacker's write instead (see above)")
     args = parser.parse_args()
     from memvault_embed_minilm import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
     embedder.embed(["warm up"])  # the model loads once per process, not inside a measured retain
+    if args.worst_case:
+        print(worst_case(args.provider, embedder, args.rounds))
+        return
     data = list(turns())
     if args.limit:
         data = data[: args.limit]
