@@ -110,6 +110,18 @@ SETS = (
         known_false_positives=frozenset({"v5-bn-042", "v5-bn-085", "v5-bn-089", "v5-bn-118"}),
         min_per_category=12,
     ),
+    # Written on 2026-12-04 after everything above, by a writer who read neither the scanner nor its data;
+    # measured once at cc7432d: 57 of 120 (47.5 %), rules alone 31 (25.8 %). Four benign items rejected: three
+    # by the rules (a pentest write-up, a talk slide quoting an attack, a code review note on ChatML), one by
+    # meaning (a note about the assistant's preferences).
+    HeldOut(
+        name="v6",
+        floor=0.475,
+        rules_only_floor=0.258,
+        known_false_positives=frozenset({"v6-bn-003", "v6-bn-004", "v6-bn-012"}),
+        known_false_positives_by_meaning=frozenset({"v6-bn-087"}),
+        min_per_category=12,
+    ),
 )
 ITEMS = {held.name: held.items() for held in SETS}
 
