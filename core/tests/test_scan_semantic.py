@@ -110,16 +110,20 @@ def test_everyday_text_and_look_alikes_are_stored(vault: memvault.Vault) -> None
 
 def test_read_and_recall_judge_by_meaning_too(embedder: Any) -> None:
     """A document stored before the check existed (rules only) is blocked on read and left out of recall."""
-    provider = memvault.providers.memory.MemoryProvider()
+    _assert_blocked_on_read_and_recall(embedder, OVERRIDE_PARAPHRASE, query="standing orders entry")
+
+
+def _assert_blocked_on_read_and_recall(embedder: Any, body: str, query: str) -> None:
+    """``body``, stored by a vault judging by the rules alone, is blocked by meaning on read and left out of
+    recall by a vault judging by meaning over the same provider."""
+    provider = MemoryProvider()
     words_only = memvault.Vault(provider, name="memory", plugins=[BuiltinScanner()])
-    words_only.retain(
-        RetainRequest(workspace_id=WS, agent_id="a1", tier="AGENT", content=OVERRIDE_PARAPHRASE, mode="append")
-    )
+    words_only.retain(RetainRequest(workspace_id=WS, agent_id="a1", tier="AGENT", content=body, mode="append"))
     meaning = memvault.Vault(provider, name="memory", plugins=[BuiltinScanner(embedder=embedder)])
     read = meaning.read(ReadRequest(workspace_id=WS, agent_id="a1", tier="AGENT"))
     assert read.quarantine is not None
     assert read.quarantine.pattern.startswith("semantic:")
-    recalled = meaning.recall(RecallRequest(workspace_id=WS, agent_id="a1", query="standing orders entry"))
+    recalled = meaning.recall(RecallRequest(workspace_id=WS, agent_id="a1", query=query))
     assert recalled.hits == []
     assert recalled.quarantined == ["AGENT.md"]
 
@@ -302,6 +306,13 @@ FOREIGN_ATTACKS = [
 ]
 
 
+def _among_english_lines(attack: str, where: str) -> str:
+    """A write with ``attack`` alone, between two English lines or first of three."""
+    first, last = "Shopping list: eggs, milk and bread.", "Thanks, see you at the market."
+    lines = {"alone": [attack], "between English lines": [first, attack, last], "first of three": [attack, first, last]}
+    return "\n".join(lines[where]) + "\n"
+
+
 @pytest.mark.parametrize("attack", FOREIGN_ATTACKS)
 @pytest.mark.parametrize("where", ["alone", "between English lines", "first of three"])
 def test_a_line_in_another_language_is_judged_wherever_it_stands(
@@ -310,13 +321,8 @@ def test_a_line_in_another_language_is_judged_wherever_it_stands(
     """The char model judges every line the sentence model cannot read: before, only the last line of a
     write was looked at to decide, so an attack in another language between two English lines was stored."""
     assert scan(attack) is None
-    body = {
-        "alone": attack,
-        "between English lines": f"Shopping list: eggs, milk and bread.\n{attack}\nThanks, see you at the market.",
-        "first of three": f"{attack}\nShopping list: eggs, milk and bread.\nThanks, see you at the market.",
-    }[where]
     with pytest.raises(ContentRejected) as caught:
-        _retain(vault, body + "\n")
+        _retain(vault, _among_english_lines(attack, where))
     assert caught.value.pattern.startswith("semantic:")
     assert attack[:30] in (caught.value.excerpt or "")
 
@@ -327,21 +333,8 @@ def test_a_stored_line_in_another_language_is_blocked_on_read_and_recall_whereve
 ) -> None:
     """The read and recall hooks judge a stored body through the same check as a write: an attack in another
     language stored before the check existed is found between English lines too, not only as the last line."""
-    attack = FOREIGN_ATTACKS[0]
-    body = {
-        "between English lines": f"Shopping list: eggs, milk and bread.\n{attack}\nThanks, see you at the market.\n",
-        "first of three": f"{attack}\nShopping list: eggs, milk and bread.\nThanks, see you at the market.\n",
-    }[where]
-    provider = MemoryProvider()
-    words_only = memvault.Vault(provider, name="memory", plugins=[BuiltinScanner()])
-    words_only.retain(RetainRequest(workspace_id=WS, agent_id="a1", tier="AGENT", content=body, mode="append"))
-    meaning = memvault.Vault(provider, name="memory", plugins=[BuiltinScanner(embedder=embedder)])
-    read = meaning.read(ReadRequest(workspace_id=WS, agent_id="a1", tier="AGENT"))
-    assert read.quarantine is not None
-    assert read.quarantine.pattern.startswith("semantic:")
-    recalled = meaning.recall(RecallRequest(workspace_id=WS, agent_id="a1", query="shopping list eggs milk"))
-    assert recalled.hits == []
-    assert recalled.quarantined == ["AGENT.md"]
+    body = _among_english_lines(FOREIGN_ATTACKS[0], where)
+    _assert_blocked_on_read_and_recall(embedder, body, query="shopping list eggs milk")
 
 
 #: Lines of known verdict, none with a cascade word (no window reaches the sentence model): each attack line
