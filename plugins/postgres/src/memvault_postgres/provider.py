@@ -968,13 +968,20 @@ class PostgresProvider:
         older transaction may still see it; then the shard stays recorded and a
         later call (the next forget, or the next open) rewrites it again.
 
+        A transaction that ends soon (an autovacuum's ANALYZE, a short report) is waited out: the rewrite is
+        tried again, the pauses doubling, for up to ``erase_lock_timeout`` seconds over the whole call (at
+        least three tries a relation); three tries within 0.3 s left an erasure pending behind a reader of
+        half a second.
+
         :return: the relations still pending.
         """
         pending: list[str] = []
         relations = [str(r[0]) for r in conn.execute("SELECT relation FROM erasures ORDER BY relation")]
+        deadline = time.monotonic() + self.erase_lock_timeout
         for relation in relations:
             done = False
-            for attempt in range(3):
+            attempt = 0
+            while True:
                 started = conn.execute("SELECT clock_timestamp()").fetchone()
                 assert started is not None
                 if self._vacuum_full(conn, relation):
@@ -983,7 +990,11 @@ class PostgresProvider:
                     )
                     done = True
                     break
-                time.sleep(0.05 * (attempt + 1))
+                attempt += 1
+                pause = min(0.05 * 2 ** (attempt - 1), 0.5)
+                if attempt >= 3 and time.monotonic() + pause > deadline:
+                    break
+                time.sleep(pause)
             if not done:
                 pending.append(relation)
         return pending
