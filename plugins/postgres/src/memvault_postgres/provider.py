@@ -955,12 +955,12 @@ class PostgresProvider:
             return sum(1 for *_row, purge in rows if purge is None or purge > now)
 
         removed = self._run(erase)
-        pending = self._run(self._scrub)
+        pending = self._run(functools.partial(self._scrub, wait=self.erase_lock_timeout))
         if pending and request.data_subject_id:
             return _pending_result(removed, pending, self.where)
         return ForgetResult(removed=removed)
 
-    def _scrub(self, conn: _Conn) -> list[str]:
+    def _scrub(self, conn: _Conn, wait: float = 0.0) -> list[str]:
         """Rewrite every table an erasure touched, so the erased text leaves the table and index files.
 
         ``VACUUM FULL`` writes a shard's live rows (and its indexes) into new
@@ -968,16 +968,17 @@ class PostgresProvider:
         older transaction may still see it; then the shard stays recorded and a
         later call (the next forget, or the next open) rewrites it again.
 
-        A transaction that ends soon (an autovacuum's ANALYZE, a short report) is waited out: the rewrite is
-        tried again, the pauses doubling, for up to ``erase_lock_timeout`` seconds over the whole call (at
-        least three tries a relation); three tries within 0.3 s left an erasure pending behind a reader of
-        half a second.
+        :param wait: seconds over the whole call a forget waits out a transaction that ends soon (an
+            autovacuum's ANALYZE, a short report): the rewrite is tried again, the pauses doubling (at least
+            three tries a relation; three tries within 0.3 s left an erasure pending behind a reader of half
+            a second). The other callers (a start, a sweep, a quarantine purge) pass 0: three quick tries,
+            so a long reader does not hold up a start.
 
         :return: the relations still pending.
         """
         pending: list[str] = []
         relations = [str(r[0]) for r in conn.execute("SELECT relation FROM erasures ORDER BY relation")]
-        deadline = time.monotonic() + self.erase_lock_timeout
+        deadline = time.monotonic() + wait
         for relation in relations:
             done = False
             attempt = 0
