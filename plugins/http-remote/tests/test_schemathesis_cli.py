@@ -70,6 +70,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
     server.stop()
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="the schemathesis that installs on Python 3.10 (4.30) took 239 s and 182 s here where 4.32 on 3.13 "
+    "takes 28 s and 30 s, a sixth of the CI's time budget; the service's HTTP is the same on every Python, "
+    "and this test runs on 3.11 and 3.13 (test_openapi.py's fuzzing runs on 3.10 too)",
+)
 @pytest.mark.parametrize("token", [ONE_TOKEN, ALL_TOKEN], ids=["one-workspace", "all-workspaces"])
 def test_schemathesis_every_check_every_phase_stateful_included_finds_nothing(
     service: tuple[ServerProcess, Path], token: str
