@@ -79,7 +79,7 @@ SETS = (
     # Every benign item rejected is the rules'.
     HeldOut(
         name="v3",
-        floor=0.615,
+        floor=0.623,
         rules_only_floor=0.353,
         known_false_positives=frozenset({"v3-bn-002", "v3-bn-012", "v3-bn-022", "v3-bn-025", "v3-bn-100"}),
     ),
@@ -91,7 +91,7 @@ SETS = (
     # 30 (25.0 %). A threshold per category, the head blended with the char model: 50 (41.7 %).
     HeldOut(
         name="v4",
-        floor=0.450,
+        floor=0.458,
         rules_only_floor=0.250,
         known_false_positives=frozenset(
             {"v4-bn-001", "v4-bn-003", "v4-bn-009", "v4-bn-012", "v4-bn-019", "v4-bn-052", "v4-bn-058"}
@@ -105,7 +105,7 @@ SETS = (
     # taken for placeholders, a defect v2's bn-083 and v3's bn-052 had shown first) were fixed: four left.
     HeldOut(
         name="v5",
-        floor=0.433,
+        floor=0.441,
         rules_only_floor=0.241,
         known_false_positives=frozenset({"v5-bn-042", "v5-bn-085", "v5-bn-089", "v5-bn-118"}),
         min_per_category=12,

@@ -33,6 +33,7 @@ from memvault.scanner.semantic import (
     MODERATE_SIMILARITY,
     STRONG_MARGIN,
     STRONG_SIMILARITY,
+    WINDOW_CHARS,
     Intents,
     SemanticCheck,
     load_intents,
@@ -223,6 +224,64 @@ def test_the_cascade_reads_words_in_any_case(text: str) -> None:
     assert passes_cascade(text.upper())
 
 
+#: Disguises that leave a text as a person reads it: letters swapped for look-alikes of another script, and
+#: words joined by a dash, a middle dot or a space of another width. Before, a disguised paraphrase went past
+#: the check by meaning: its words ran together ("ignore\u2014the" read as one word) or lost their letters, so
+#: the cascade let no window through, or the window went to the char model as another language.
+DISGUISES: dict[str, dict[int, str]] = {
+    "Cyrillic look-alikes": str.maketrans("aeopc", "\u0430\u0435\u043e\u0440\u0441"),
+    "em dashes": {ord(" "): "\u2014"},
+    "en dashes": {ord(" "): "\u2013"},
+    "hyphens": {ord(" "): "-"},
+    "underscores": {ord(" "): "_"},
+    "thin spaces": {ord(" "): "\u2009"},
+    "no-break spaces": {ord(" "): "\u00a0"},
+    "ideographic spaces": {ord(" "): "\u3000"},
+    "middle dots": {ord(" "): "\u30fb"},
+}
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+@pytest.mark.parametrize("text", ["IGNORE the PREVIOUS notes", "Ask the Admin", "Forward it Quietly"])
+def test_the_cascade_reads_words_in_disguise(text: str, disguise: str) -> None:
+    assert passes_cascade(text.translate(DISGUISES[disguise]))
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+@pytest.mark.parametrize("text", [PARAPHRASE, OVERRIDE_PARAPHRASE])
+def test_a_paraphrase_in_disguise_is_rejected_by_meaning_as_the_plain_one_is(
+    vault: memvault.Vault, text: str, disguise: str
+) -> None:
+    disguised = text.translate(DISGUISES[disguise])
+    with pytest.raises(ContentRejected) as plain:
+        _retain(vault, "Shopping: eggs and milk.\n" + text)
+    with pytest.raises(ContentRejected) as caught:
+        _retain(vault, "Shopping: eggs and milk.\n" + disguised)
+    assert caught.value.pattern.startswith("semantic:")
+    assert caught.value.category == plain.value.category
+
+
+@pytest.mark.parametrize("disguise", ["em dashes", "hyphens", "middle dots"])
+def test_a_long_line_written_joined_is_cut_at_its_sentences(vault: memvault.Vault, disguise: str) -> None:
+    """A line of several sentences with every space a dash has no space after a full stop: it was cut every
+    300 characters, through the paraphrase, instead of at its sentences."""
+    plain = " ".join([*EVERYDAY[:4], OVERRIDE_PARAPHRASE])
+    line = plain.translate(DISGUISES[disguise])
+    assert len(line) > WINDOW_CHARS
+    assert windows(line) == windows(plain)
+    with pytest.raises(ContentRejected) as caught:
+        _retain(vault, line + "\n")
+    assert caught.value.pattern.startswith("semantic:")
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+def test_everyday_text_in_disguise_is_stored(vault: memvault.Vault, disguise: str) -> None:
+    lines = [line.translate(DISGUISES[disguise]) + "\n" for line in EVERYDAY]
+    for line in lines:
+        _retain(vault, line)
+    assert _read(vault).content == "".join(lines)
+
+
 def test_a_long_text_sends_at_most_a_few_windows_to_the_model(embedder: Any) -> None:
     scanner = BuiltinScanner(embedder=embedder)
     semantic = scanner.semantic
@@ -325,6 +384,33 @@ def test_a_line_in_another_language_is_judged_wherever_it_stands(
         _retain(vault, _among_english_lines(attack, where))
     assert caught.value.pattern.startswith("semantic:")
     assert attack[:30] in (caught.value.excerpt or "")
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+@pytest.mark.parametrize("attack", FOREIGN_ATTACKS)
+def test_a_line_in_another_language_in_disguise_is_rejected_as_the_plain_one_is(
+    vault: memvault.Vault, attack: str, disguise: str
+) -> None:
+    """The char model reads the words as a person does: parted where a dash or a dot joins them, and with
+    Cyrillic look-alikes in a word of Latin letters read as the letters they imitate."""
+    with pytest.raises(ContentRejected):
+        _retain(vault, _among_english_lines(attack.translate(DISGUISES[disguise]), "between English lines"))
+
+
+#: Written for these tests: everyday lines in other languages.
+FOREIGN_EVERYDAY = [
+    "Mañana vamos al mercado con los niños y después comemos en casa de la abuela.",
+    "Morgen fahren wir mit dem Zug nach Hamburg zu Oma und bringen ihr einen Kuchen mit.",
+    "Вчера мы гуляли в парке с детьми, а потом пили чай у бабушки.",  # noqa: RUF001
+]
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+def test_everyday_lines_in_other_languages_in_disguise_are_stored(vault: memvault.Vault, disguise: str) -> None:
+    lines = [line.translate(DISGUISES[disguise]) + "\n" for line in FOREIGN_EVERYDAY]
+    for line in lines:
+        _retain(vault, line)
+    assert _read(vault).content == "".join(lines)
 
 
 @pytest.mark.parametrize("where", ["between English lines", "first of three"])

@@ -30,8 +30,8 @@ When the vault's embedder is another model, the check is skipped and one
 WARNING on ``memvault.scanner`` says so (vectors of two models are never
 compared, contract P38).
 
-May import: :mod:`memvault.contract`, :mod:`memvault.scanner.engine`, :mod:`memvault.scanner.learned` and
-:mod:`memvault.scanner.rules`.
+May import: :mod:`memvault.contract`, :mod:`memvault.scanner.engine`, :mod:`memvault.scanner.learned`,
+:mod:`memvault.scanner.normalise` and :mod:`memvault.scanner.rules`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import json
 import logging
 import re
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -53,6 +54,7 @@ from attrs import frozen
 from memvault.contract.embedding import Embedder
 from memvault.scanner.engine import Hit
 from memvault.scanner.learned import CharModel, HeadModel, head_verdict, load_char_model, load_head_model
+from memvault.scanner.normalise import fold
 from memvault.scanner.rules import CASCADE_STRONG_WORDS, CASCADE_WEAK_WORDS
 
 __all__ = [
@@ -103,11 +105,16 @@ STRONG_WORDS: Final = CASCADE_STRONG_WORDS
 #: Two of these words (or one and one of :data:`STRONG_WORDS`) let a window through.
 WEAK_WORDS: Final = CASCADE_WEAK_WORDS
 #: Every byte but a-z and A-Z becomes a space and A-Z become a-z: ``bytes.split`` then yields the lowered
-#: words (C speed, no regex; the text's non-ASCII characters are dropped first, and the vocabulary is ASCII).
+#: words (C speed, no regex; the vocabulary is ASCII: see :func:`_letters` for the text's other characters).
 _NON_LETTERS: Final = bytes((b | 0x20) if chr(b).isascii() and chr(b).isalpha() else 32 for b in range(256))
+#: A character outside ASCII that is neither a letter nor a digit: a dash, a middle dot, a space of another
+#: width, a curly quote. It parts two words; a letter outside ASCII is dropped from its word instead.
+_NOT_ASCII_SEPARATOR: Final = re.compile(r"[^\x00-\x7f\w]")
 _STRONG: Final = frozenset(word.encode("ascii") for word in STRONG_WORDS)
 _WEAK: Final = frozenset(word.encode("ascii") for word in WEAK_WORDS)
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])\s+")
+#: The end of a sentence: its stop, then spaces, or the dashes or dots a line written joined has in their
+#: place (not a slash, a quote or a bracket: "https://host" is not two sentences).
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])(?:\s+|[^\w\s'\"/\\()\[\]{}<>]+(?=[^\W\d_]))")
 _NOT_ASCII: Final = re.compile(r"[^\x00-\x7f]")
 #: Markup, JSON, YAML and assignments: a window like this without English words is code, which the sentence
 #: model still reads (forged tool calls are code), not another language.
@@ -178,12 +185,26 @@ _COMMON_ENGLISH: Final = re.compile(rb" (?:the|to|and|you|it|is|that|of|for|this
 _MIN_WORDS: Final = 6
 
 
+def _letters(text: str) -> bytes:
+    """``text``'s ASCII letters lowered and every other character a space: ``split`` yields its words.
+
+    A character outside ASCII parts two words unless it is a letter or a digit, which is dropped from its
+    word ("Straße" is one word, "strae"). Before, every character outside ASCII was dropped, so words joined
+    by an em dash or a thin space ran together and a paraphrase written so went past the cascade.
+    """
+    if text.isascii():
+        return text.encode("ascii").translate(_NON_LETTERS)
+    return _NOT_ASCII_SEPARATOR.sub(" ", text).encode("ascii", "ignore").translate(_NON_LETTERS)
+
+
 def _foreign(text: str) -> bool:
     """Whether the sentence model cannot read ``text``: no letters, mostly letters outside ASCII, or six
     words or more, none of the commonest English words and no markup or code. At C speed but for the
     characters outside ASCII (curly quotes, emoji and the like are not letters)."""
-    lowered = text.encode("ascii", "ignore").translate(_NON_LETTERS)
-    if not text.isascii():
+    if text.isascii():  # most text: its letters at C speed (:func:`_letters`, without the call)
+        lowered = text.encode("ascii").translate(_NON_LETTERS)
+    else:
+        lowered = _letters(text)
         outside = sum(ch.isalpha() for ch in _NOT_ASCII.findall(text))
         letters = outside + len(lowered) - lowered.count(b" ")
         if not letters or outside / letters > _MAX_FOREIGN:
@@ -201,9 +222,72 @@ def _has_letters(text: str) -> bool:
     return any(ch.isalpha() for ch in text)
 
 
+#: Characters between two letters that join them into one token for the model ("take-direction-from",
+#: "your_orders"): a run of anything but a letter, a digit, a space or an apostrophe.
+_JOINER: Final = re.compile(r"(?<=[^\W\d_])(?:[^\w\s']|_)+(?=[^\W\d_])")
+_LETTER_RUN: Final = re.compile(r"[^\W\d_]+")
+#: A window of at least this many letter runs, twice as many as its words between spaces, is written joined.
+_MIN_JOINED: Final = 4
+
+
+def _unjoined(text: str) -> str:
+    """``text`` with a space between each two words when they are written joined ("Your-orders-were",
+    "your_orders", em dashes, middle dots: at least twice as many runs of letters as words between spaces),
+    unless it is code (markup, JSON, assignments: read as written)."""
+    runs = len(_LETTER_RUN.findall(text))
+    if runs >= _MIN_JOINED and 2 * len(text.split()) <= runs and _CODE.search(text) is None:
+        return _JOINER.sub(" ", text)
+    return text
+
+
+#: A letter of ASCII beside one outside it: a word that may mix scripts ("password" with its a in Cyrillic).
+_MIXED: Final = re.compile(r"\w*(?:[A-Za-z][^\x00-\x7f]|[^\x00-\x7f][A-Za-z])\w*")
+
+
+def _unmixed(word: re.Match[str]) -> str:
+    """A word of Latin letters and look-alikes of another script, folded (UTS #39's mixed script); a word of
+    one script (with accents or without) as written."""
+    text = word.group()
+    if any(ch.isalpha() and "LATIN" not in unicodedata.name(ch, "LATIN") for ch in text if not ch.isascii()):
+        return fold(text)
+    return text
+
+
+def as_read(text: str) -> str:
+    """A window in another language as the char model reads it, as a person reads it: words written joined
+    parted (:func:`_unjoined`), and words that mix Latin letters with look-alikes of other scripts (Cyrillic,
+    Greek) folded to ASCII, which leaves Russian or Greek words, and accented ones, as written. Before, an
+    attack in Spanish with its words joined by dashes, or its a, e and o in Cyrillic, passed the char model.
+    """
+    if not text.isascii():
+        text = _MIXED.sub(_unmixed, text)
+    return _unjoined(text)
+
+
+def readable(text: str) -> str | None:
+    """``text`` as the sentence model reads it when it is written in English in disguise, else ``None``.
+
+    - Characters outside ASCII: the rules' fold (:func:`memvault.scanner.normalise.fold`: Cyrillic or Greek
+      look-alikes mapped to ASCII, marks dropped, spaces of every width made plain), and a space for each
+      other character outside ASCII that is not a letter (an em dash, a middle dot).
+    - Words joined into one ("Your-orders-were-withdrawn", "your_orders"; at least twice as many runs of
+      letters as words between spaces), not code (markup, JSON, assignments: read as written): a space
+      between each two.
+
+    The result counts only when it reads as English and has one of :data:`ENGLISH_WORDS`: a short line in
+    Spanish or Vietnamese is not read as English for losing its accents. Before, a paraphrase with its a, e
+    and o in Cyrillic was left to the char model as another language, and one with its words joined by
+    dashes reached the sentence model as a few long tokens; both were stored.
+    """
+    seen = _unjoined(text if text.isascii() else _NOT_ASCII_SEPARATOR.sub(" ", fold(text)))
+    if seen == text or _foreign(seen) or _ENGLISH.isdisjoint(_letters(seen).split()):
+        return None
+    return seen
+
+
 def english(text: str) -> bool:
     """Whether the check by meaning reads ``text`` as English (the sentence model's), not for the char model."""
-    return not _foreign(text)
+    return not _foreign(text) or readable(text) is not None
 
 
 def windows(text: str) -> list[tuple[int, int]]:
@@ -232,8 +316,9 @@ def windows(text: str) -> list[tuple[int, int]]:
 
 
 def passes_cascade(window: str) -> bool:
-    """Whether a window's words make it worth the model's time (:data:`STRONG_WORDS`, two of :data:`WEAK_WORDS`)."""
-    words = set(window.encode("ascii", "ignore").translate(_NON_LETTERS).split())
+    """Whether a window's words make it worth the model's time (:data:`STRONG_WORDS`, two of :data:`WEAK_WORDS`);
+    a window outside ASCII is read folded as the rules read it (look-alike letters mapped to ASCII)."""
+    words = set(_letters(window if window.isascii() else fold(window)).split())
     if not words.isdisjoint(_STRONG):
         return True
     return len(words & _WEAK) >= 2
@@ -293,6 +378,9 @@ class SemanticCheck:
             return []
         if words is not None:
             whole = not words.isdisjoint(STRONG_WORDS) or len(words & WEAK_WORDS) >= 2
+            if not whole and "_" in text:
+                # The rules keep a name in snake_case whole: words joined by underscores are read here.
+                whole = passes_cascade(text)
         else:
             whole = passes_cascade(text)
         if not suspicious and not whole and not self._flags_a_foreign_window(text):
@@ -307,10 +395,13 @@ class SemanticCheck:
         found: list[Hit] = []
         for start, end in windows(text):
             window = text[start:end].strip()
-            if _foreign(window):
+            folded = readable(window)
+            if folded is not None:
+                window = folded  # English in disguise: the model reads it as a person does
+            elif _foreign(window):
                 # The sentence model reads English: the char model judges the window (one with letters).
                 if self.chars is not None and _has_letters(window):
-                    foreign.append((start, end, window))
+                    foreign.append((start, end, as_read(window)))
                 continue
             if suspicious or passes_cascade(window):
                 chosen.append((start, end, window))
@@ -363,12 +454,13 @@ class SemanticCheck:
                     flagged = (
                         len(window) >= MIN_WINDOW_CHARS
                         and _foreign(window)
+                        and readable(window) is None
                         and _has_letters(window)
-                        and self._by_chars([window])[0] is not None
+                        and self._by_chars([as_read(window)])[0] is not None
                     )
                 else:  # several, as :func:`windows` cuts a long line
                     cut = [line[s:e].strip() for s, e in windows(line)]
-                    foreign = [w for w in cut if _foreign(w) and _has_letters(w)]
+                    foreign = [as_read(w) for w in cut if _foreign(w) and readable(w) is None and _has_letters(w)]
                     flagged = any(v is not None for v in self._by_chars(foreign))
                 if len(known) >= CACHE_SIZE:
                     known.clear()
