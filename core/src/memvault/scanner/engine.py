@@ -634,8 +634,12 @@ def _urls(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> None:
             )
 
 
-def _collect(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> Views:
-    """Run every rule on every view of ``text``; returns the views (for the decode hints)."""
+def _collect(text: str, form: str, policy: ScanPolicy, hits: list[Hit], urls: bool = True) -> Views:
+    """Run every rule on every view of ``text``; returns the views (for the decode hints).
+
+    :param urls: also judge the links' structure (not in the text re-read with its underscores as spaces:
+        a file name in snake_case in a link is not free text in it).
+    """
     seen = views(text, _vocabulary())
     ascii_only = text.isascii()
     indexes = _indexes()
@@ -672,8 +676,24 @@ def _collect(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> Views
             present = frozenset(word for word in folded_rules.word_keys if word in native)
             triggered = _triggered(folded_rules, native, present, False)
             _run(triggered, native, "homoglyph" if form == "plain" else form, policy, hits, FOLDED_LANGUAGE_RULES)
-    _urls(text, form, policy, hits)
+    if urls:
+        _urls(text, form, policy, hits)
+    if "_" in text and _joined_by_underscores(text):
+        # Words joined by underscores read as one word (a name in snake_case stays whole above, for the
+        # rules on tool names): the rules read them parted too.
+        _collect(text.replace("_", " "), "obfuscated" if form == "plain" else form, policy, hits, urls=False)
     return seen
+
+
+#: At least this many underscores, and as many as words between spaces: a text written with its words joined.
+_MIN_UNDERSCORES: Final = 3
+
+
+def _joined_by_underscores(text: str) -> bool:
+    """Whether ``text`` is written with underscores for spaces ("Ignore_all_previous_instructions"), not
+    prose naming a tool or a variable in snake_case ("call memory_write with ...")."""
+    count = text.count("_")
+    return count >= _MIN_UNDERSCORES and count >= len(text.split())
 
 
 def _decide(hits: list[Hit], policy: ScanPolicy) -> Finding | None:
