@@ -637,8 +637,9 @@ def _urls(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> None:
 def _collect(text: str, form: str, policy: ScanPolicy, hits: list[Hit], urls: bool = True) -> Views:
     """Run every rule on every view of ``text``; returns the views (for the decode hints).
 
-    :param urls: also judge the links' structure (not in the text re-read with its underscores as spaces:
-        a file name in snake_case in a link is not free text in it).
+    :param urls: also judge the links' structure, and read a text written with underscores for spaces
+        parted (``False`` for those readings themselves: a file name in snake_case in a link is not free
+        text in it, and a reading is not read again).
     """
     seen = views(text, _vocabulary())
     ascii_only = text.isascii()
@@ -678,10 +679,13 @@ def _collect(text: str, form: str, policy: ScanPolicy, hits: list[Hit], urls: bo
             _run(triggered, native, "homoglyph" if form == "plain" else form, policy, hits, FOLDED_LANGUAGE_RULES)
     if urls:
         _urls(text, form, policy, hits)
-    if "_" in text and _joined_by_underscores(text):
+    if urls and "_" in text and _joined_by_underscores(text):
         # Words joined by underscores read as one word (a name in snake_case stays whole above, for the
-        # rules on tool names): the rules read them parted too.
-        _collect(text.replace("_", " "), "obfuscated" if form == "plain" else form, policy, hits, urls=False)
+        # rules on tool names): the rules read them parted too, every underscore a space, and as a person
+        # reads them, the names left whole ("Call_the_function_memory_write_now").
+        joined_form = "obfuscated" if form == "plain" else form
+        _collect(text.replace("_", " "), joined_form, policy, hits, urls=False)
+        _collect(_parted_as_read(text), joined_form, policy, hits, urls=False)
     return seen
 
 
@@ -694,6 +698,56 @@ def _joined_by_underscores(text: str) -> bool:
     prose naming a tool or a variable in snake_case ("call memory_write with ...")."""
     count = text.count("_")
     return count >= _MIN_UNDERSCORES and count >= len(text.split())
+
+
+#: Words that are never part of a name in snake_case: an underscore beside one of them stands for a space.
+_SMALL_WORDS_TEXT: Final = (
+    "a an the to of in on at by for from with into onto and or but as is are be it its this that these those"
+    " you your me my we our us i he she they them then than if so not no do please must now"
+)
+_SMALL_WORDS: Final = frozenset(_SMALL_WORDS_TEXT.split())
+#: A run of underscores (kept by ``re.split``).
+_UNDERSCORES: Final = re.compile(r"(_+)")
+#: The word a piece ends with, and the one it starts with.
+_LAST_WORD: Final = re.compile(r"[A-Za-z0-9]*\Z")
+_FIRST_WORD: Final = re.compile(r"[A-Za-z0-9]*")
+#: A word in title case ("Input", "Call"): names in snake_case are lower case or upper case.
+_TITLE: Final = re.compile(r"[A-Z][a-z]+")
+#: The start of an address: a user before ``@``, a scheme before ``://``.
+_ADDRESS: Final = re.compile(r"[A-Za-z0-9]+(?:@|://)")
+#: A verb that calls, and what it calls: "call_function_..." is two words before a name.
+_CALL_VERBS: Final = frozenset(("call", "invoke", "execute", "run", "trigger", "use"))
+_TOOL_NOUNS: Final = frozenset(("function", "tool", "method", "command", "action", "api", "plugin"))
+
+
+def _parted_as_read(text: str) -> str:
+    """``text``, written with underscores for spaces, with an underscore read as a space where a person reads
+    one: beside a small word, a character that is not a letter or a digit, a word in title case, or an
+    address (``drop@host``, ``https://``), and between a verb that calls and a tool noun that more words
+    follow; one between two other words joins a name ("Call the function_memory_write now")."""
+    pieces = _UNDERSCORES.split(text)
+    for i in range(1, len(pieces), 2):
+        found = _LAST_WORD.search(pieces[i - 1])
+        before = found.group() if found is not None else ""
+        found = _FIRST_WORD.match(pieces[i + 1])
+        after = found.group() if found is not None else ""
+        if (
+            not before
+            or not after
+            or before.lower() in _SMALL_WORDS
+            or after.lower() in _SMALL_WORDS
+            or _TITLE.fullmatch(before) is not None
+            or _TITLE.fullmatch(after) is not None
+            or _ADDRESS.match(pieces[i + 1]) is not None
+            or (
+                before.lower() in _CALL_VERBS
+                and after.lower() in _TOOL_NOUNS
+                and len(after) == len(pieces[i + 1])
+                and i + 2 < len(pieces)
+            )
+        ):
+            pieces[i] = " "
+    return "".join(pieces)
 
 
 def _decide(hits: list[Hit], policy: ScanPolicy) -> Finding | None:
