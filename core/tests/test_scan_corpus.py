@@ -171,6 +171,17 @@ def test_an_allow_listed_rule_never_fires() -> None:
     assert scan(text, policy) is None
 
 
+def test_allow_takes_the_pattern_ids_a_scanner_plugin_adds_and_only_those() -> None:
+    """A classifier's hits have ids the builtin does not know: a plugin passes them, ``allow`` takes them."""
+    policy = ScanPolicy.from_table({"allow": ["acme_model", "ignore_previous"]}, pattern_ids={"acme_model"})
+    assert policy.allow == {"acme_model", "ignore_previous"}
+    with pytest.raises(memvault.InvalidRequest, match="acme_other") as caught:
+        ScanPolicy.from_table({"allow": ["acme_model", "acme_other"]}, pattern_ids={"acme_model"})
+    assert caught.value.field == "scan.allow"
+    with pytest.raises(memvault.InvalidRequest, match="acme_model"):
+        ScanPolicy.from_table({"allow": ["acme_model"]})
+
+
 @pytest.mark.parametrize(
     ("table", "field"),
     [

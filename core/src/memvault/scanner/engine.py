@@ -25,6 +25,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from attrs import evolve, field, frozen
@@ -203,9 +204,11 @@ class ScanPolicy:
         return self.thresholds.get(category, 1.0)
 
     @classmethod
-    def from_table(cls, table: Mapping[str, Any] | None) -> ScanPolicy:
+    def from_table(cls, table: Mapping[str, Any] | None, pattern_ids: AbstractSet[str] = frozenset()) -> ScanPolicy:
         """Validate a ``[scan]`` table.
 
+        :param pattern_ids: the pattern ids of a scanner plugin's own hits (its classifiers'), which
+            ``allow`` may name besides the builtin rules' and the check by meaning's.
         :raises InvalidRequest: naming the key, for an unknown key, category or pattern id or a bad threshold.
         """
         if not table:
@@ -238,7 +241,7 @@ class ScanPolicy:
         allow = table.get("allow", [])
         if not isinstance(allow, list | tuple) or not all(isinstance(a, str) for a in allow):
             raise InvalidRequest("[scan] allow must be a list of pattern ids", field="scan.allow")
-        strangers = sorted(set(allow) - PATTERN_IDS - SEMANTIC_PATTERN_IDS)
+        strangers = sorted(set(allow) - PATTERN_IDS - SEMANTIC_PATTERN_IDS - pattern_ids)
         if strangers:
             raise InvalidRequest(
                 f"[scan] allow names unknown pattern id(s) {', '.join(strangers)}; the ids are listed in "

@@ -59,6 +59,7 @@ from memvault.scanner.rules import CASCADE_STRONG_WORDS, CASCADE_WEAK_WORDS
 
 __all__ = [
     "MAX_WINDOWS",
+    "MIN_WINDOW_CHARS",
     "MODERATE_MARGIN",
     "MODERATE_SIMILARITY",
     "PATTERN_PREFIX",
@@ -69,6 +70,8 @@ __all__ = [
     "WINDOW_CHARS",
     "Intents",
     "SemanticCheck",
+    "as_read",
+    "english",
     "load_intents",
     "windows",
 ]
