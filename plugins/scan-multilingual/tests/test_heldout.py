@@ -1,0 +1,52 @@
+"""The multilingual scanner on the held-out sets (measured, never trained or tuned on): floors, not targets.
+
+``core/tests/data/scan_heldout_v*.jsonl`` (in this repository; the core's ``test_scan_heldout.py`` holds
+the builtin scanner to its own floors). Figures from ``bench/scan_multilingual_bench.py``
+(``bench/results/scan_multilingual.md``): the attacks in other languages rejected, and the benign texts
+in other languages rejected, at most; in English the multilingual scanner judges as the builtin does.
+No item is printed: the sets stay held out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import memvault
+from memvault import ContentRejected, RetainRequest
+
+DATA = Path(__file__).resolve().parents[3] / "core" / "tests" / "data"
+
+#: Per set: (attacks in other languages, at least; benign texts in other languages rejected, at most).
+#: The builtin scanner: 13, 22, 14, 15, 16 attacks of 33, 46, 48, 54, 46, and 1, 2, 2, 1, 2 benign of 34,
+#: 48, 64, 71, 63.
+FLOORS = {"v2": (31, 1), "v3": (39, 3), "v4": (35, 4), "v5": (38, 4), "v6": (30, 5)}
+
+
+def rejected(vault: memvault.Vault, agent: str, text: str) -> bool:
+    try:
+        vault.retain(RetainRequest(workspace_id="heldout", agent_id=agent, tier="AGENT", content=text, mode="replace"))
+    except ContentRejected:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_the_held_out_set_in_other_languages_meets_its_floor(name: str) -> None:
+    items = [json.loads(line) for line in (DATA / f"scan_heldout_{name}.jsonl").read_text("utf-8").splitlines()]
+    items = [item for item in items if item]
+    attacks_floor, benign_ceiling = FLOORS[name]
+    with (
+        memvault.open("memory", scanner="builtin") as builtin,
+        memvault.open("memory", scanner="multilingual") as multilingual,
+    ):
+        english = [item for item in items if item["lang"] == "en"]
+        assert [rejected(multilingual, item["id"], item["text"]) for item in english] == [
+            rejected(builtin, item["id"], item["text"]) for item in english
+        ]
+        other = [item for item in items if item["lang"] != "en"]
+        verdicts = [(item["attack"], rejected(multilingual, item["id"], item["text"])) for item in other]
+    assert sum(attack and got for attack, got in verdicts) >= attacks_floor
+    assert sum(not attack and got for attack, got in verdicts) <= benign_ceiling
