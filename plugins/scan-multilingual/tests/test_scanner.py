@@ -112,7 +112,9 @@ def test_english_never_reaches_e5_nor_loads_its_weights() -> None:
         for i, text in enumerate(ENGLISH):
             retain(vault, text, f"a{i}")
     assert judge.windows_embedded == 0
-    assert judge._engine is None  # the weights were never loaded
+    assert not judge.loaded
+    judge(EVERYDAY[1])
+    assert judge.loaded
 
 
 def test_a_verdict_is_the_same_through_every_provider(tmp_path: Path) -> None:

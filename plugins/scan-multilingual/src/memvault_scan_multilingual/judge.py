@@ -261,6 +261,11 @@ class MultilingualJudge:
         self._english_lines: dict[str, bool] = {}
         after_fork_in_child(self, _new_lock)
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the e5 engine (71 MB of weights) is loaded: not before a window in another language."""
+        return self._engine is not None
+
     def engine(self) -> E5Engine:
         """The e5 engine, loaded at first use."""
         with self._lock:
