@@ -711,9 +711,9 @@ _SMALL_WORDS_TEXT: Final = (
 _SMALL_WORDS: Final = frozenset(_SMALL_WORDS_TEXT.split())
 #: A run of underscores (kept by ``re.split``).
 _UNDERSCORES: Final = re.compile(r"(_+)")
-#: The word a piece ends with, and the one it starts with.
-_LAST_WORD: Final = re.compile(r"[A-Za-z0-9]*\Z")
+#: The word a piece starts with (the one it ends with: :func:`_last_word`).
 _FIRST_WORD: Final = re.compile(r"[A-Za-z0-9]*")
+_WORD_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 #: A word in title case ("Input", "Call"): names in snake_case are lower case or upper case.
 _TITLE: Final = re.compile(r"[A-Z][a-z]+")
 #: The start of an address: a user before ``@``, a scheme before ``://``.
@@ -723,6 +723,15 @@ _CALL_VERBS: Final = frozenset(("call", "invoke", "execute", "run", "trigger", "
 _TOOL_NOUNS: Final = frozenset(("function", "tool", "method", "command", "action", "api", "plugin"))
 
 
+def _last_word(piece: str) -> str:
+    """The letters and digits ``piece`` ends with, walked back from its end (a regex search for them from the
+    start walked from every letter of a long run: quadratic)."""
+    start = len(piece)
+    while start > 0 and piece[start - 1] in _WORD_CHARACTERS:
+        start -= 1
+    return piece[start:]
+
+
 def _parted_as_read(text: str) -> str:
     """``text``, written with underscores for spaces, with an underscore read as a space where a person reads
     one: beside a small word, a character that is not a letter or a digit, a word in title case, or an
@@ -730,8 +739,7 @@ def _parted_as_read(text: str) -> str:
     follow; one between two other words joins a name ("Call the function_memory_write now")."""
     pieces = _UNDERSCORES.split(text)
     for i in range(1, len(pieces), 2):
-        found = _LAST_WORD.search(pieces[i - 1])
-        before = found.group() if found is not None else ""
+        before = _last_word(pieces[i - 1])
         found = _FIRST_WORD.match(pieces[i + 1])
         after = found.group() if found is not None else ""
         if (
