@@ -116,8 +116,9 @@ _NOT_ASCII_SEPARATOR: Final = re.compile(r"[^\x00-\x7f\w]")
 _STRONG: Final = frozenset(word.encode("ascii") for word in STRONG_WORDS)
 _WEAK: Final = frozenset(word.encode("ascii") for word in WEAK_WORDS)
 #: The end of a sentence: its stop, then spaces, or the dashes or dots a line written joined has in their
-#: place (not a slash, a quote or a bracket: "https://host" is not two sentences).
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])(?:\s+|[^\w\s'\"/\\()\[\]{}<>]+(?=[^\W\d_]))")
+#: place (not a slash, a quote or a bracket: "https://host" is not two sentences). At most three of them: an
+#: unbounded run was tried to its end from every stop before it, quadratic in a line of ".-.-.-".
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?;:])(?:\s+|[^\w\s'\"/\\()\[\]{}<>]{1,3}(?=[^\W\d_]))")
 _NOT_ASCII: Final = re.compile(r"[^\x00-\x7f]")
 #: Markup, JSON, YAML and assignments: a window like this without English words is code, which the sentence
 #: model still reads (forged tool calls are code), not another language.
