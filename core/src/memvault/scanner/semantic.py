@@ -244,15 +244,22 @@ def _unjoined(text: str) -> str:
     return text
 
 
-#: A letter of ASCII beside one outside it: a word that may mix scripts ("password" with its a in Cyrillic).
-_MIXED: Final = re.compile(r"\w*(?:[A-Za-z][^\x00-\x7f]|[^\x00-\x7f][A-Za-z])\w*")
+#: A word, and a letter of ASCII beside one outside it in it: a word that may mix scripts ("password" with its
+#: a in Cyrillic). Each word is tested on its own (one pattern for the word around the pair walked the rest of
+#: a long word from every letter of it: quadratic).
+_WORD: Final = re.compile(r"\w+")
+_MIXED_PAIR: Final = re.compile(r"[A-Za-z][^\x00-\x7f]|[^\x00-\x7f][A-Za-z]")
 
 
 def _unmixed(word: re.Match[str]) -> str:
     """A word of Latin letters and look-alikes of another script, folded (UTS #39's mixed script); a word of
     one script (with accents or without) as written."""
     text = word.group()
-    if any(ch.isalpha() and "LATIN" not in unicodedata.name(ch, "LATIN") for ch in text if not ch.isascii()):
+    if (
+        not text.isascii()
+        and _MIXED_PAIR.search(text) is not None
+        and any(ch.isalpha() and "LATIN" not in unicodedata.name(ch, "LATIN") for ch in text if not ch.isascii())
+    ):
         return fold(text)
     return text
 
@@ -264,7 +271,7 @@ def as_read(text: str) -> str:
     attack in Spanish with its words joined by dashes, or its a, e and o in Cyrillic, passed the char model.
     """
     if not text.isascii():
-        text = _MIXED.sub(_unmixed, text)
+        text = _WORD.sub(_unmixed, text)
     return _unjoined(text)
 
 
