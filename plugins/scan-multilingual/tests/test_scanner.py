@@ -137,6 +137,15 @@ def test_a_nul_does_not_hide_what_follows_it(judge: MultilingualJudge) -> None:
     assert [hit.pattern for hit in judge(hidden.replace("\x00", " "))] == [f"multilingual:{category}"]
 
 
+def test_an_excerpt_carries_no_control_character(judge: MultilingualJudge) -> None:
+    """The excerpt reaches errors, quarantine records and terminals: a control character is shown, not sent."""
+    category, attack = MISSED_BY_THE_BUILTIN[0]
+    hits = judge("\x1b[2J\x1b[31m" + attack)
+    assert [hit.pattern for hit in hits] == [f"multilingual:{category}"]
+    assert "\x1b" not in hits[0].excerpt
+    assert "<U+001B>" in hits[0].excerpt
+
+
 def test_a_lone_surrogate_is_judged_not_raised(judge: MultilingualJudge) -> None:
     assert judge("Notiz über das Treffen \ud800 am Montag mit dem Team in Hamburg.") == []
 

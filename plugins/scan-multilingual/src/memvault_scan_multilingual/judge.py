@@ -305,7 +305,10 @@ class MultilingualJudge:
         for (start, end, window), verdict in zip(chosen, self._judge([w for _, _, w in chosen]), strict=True):
             if verdict is not None:
                 category, probability = verdict
-                shown = window if len(window) <= 80 else window[:77] + "..."
+                # Shown as the builtin shows windows: an invisible or control character as <U+XXXX>, so an
+                # excerpt in an error, a quarantine record or a terminal carries no escape sequence.
+                shown = "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in window[:80])
+                shown += "..." if len(window) > 80 else ""
                 hits.append(
                     Hit(
                         category=category,
