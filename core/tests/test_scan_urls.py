@@ -11,6 +11,7 @@ import base64
 from pathlib import Path
 
 import pytest
+from timing import assert_grows_in_proportion
 
 import memvault
 from memvault import ContentRejected, RetainRequest
@@ -136,15 +137,5 @@ def test_every_url_rule_catches_its_example_and_is_documented() -> None:
 
 def test_many_urls_cost_in_proportion_to_their_number() -> None:
     """Ten times the URLs, about ten times the time (a quadratic walk took 100 times: 7 s for 4,000)."""
-    import time
-
-    def seconds(count: int) -> float:
-        text = "![x](https://pix.example.net/a.png?q=a+b) [y](https://l.example.net/?p=1) " * count
-        started = time.perf_counter()
-        scan(text)
-        return time.perf_counter() - started
-
-    seconds(50)  # warm the caches
-    small = min(seconds(200) for _ in range(3))
-    large = min(seconds(2000) for _ in range(3))
-    assert large < 30 * small, (small, large)
+    unit = "![x](https://pix.example.net/a.png?q=a+b) [y](https://l.example.net/?p=1) "
+    assert_grows_in_proportion(lambda count: scan(unit * count), 200, 2000)
