@@ -73,6 +73,7 @@ __all__ = [
     "as_read",
     "english",
     "load_intents",
+    "most_suspicious",
     "windows",
 ]
 
@@ -326,6 +327,17 @@ def windows(text: str) -> list[tuple[int, int]]:
     return [(s, e) for s, e in out if len(text[s:e].strip()) >= MIN_WINDOW_CHARS]
 
 
+def most_suspicious(chars: CharModel, chosen: list[tuple[int, int, str]], limit: int) -> list[tuple[int, int, str]]:
+    """Of ``chosen`` windows (start, end, text), the ``limit`` the char model finds most like an attack, in
+    text order (among equal scores the earlier one): a cap on the windows a model embeds that an attack cannot
+    hide behind ordinary windows."""
+    if len(chosen) <= limit:
+        return chosen
+    attack = 1.0 - chars.batch_probabilities([w for _, _, w in chosen])[:, 0]
+    ranked = sorted(range(len(chosen)), key=lambda i: -float(attack[i]))[:limit]  # stable: ties keep text order
+    return [chosen[i] for i in sorted(ranked)]
+
+
 def passes_cascade(window: str) -> bool:
     """Whether a window's words make it worth the model's time (:data:`STRONG_WORDS`, two of :data:`WEAK_WORDS`);
     a window outside ASCII is read folded as the rules read it (look-alike letters mapped to ASCII)."""
@@ -488,10 +500,7 @@ class SemanticCheck:
             return chosen
         if self.chars is None:
             return chosen[:MAX_WINDOWS]
-        attack = 1.0 - self.chars.batch_probabilities([w for _, _, w in chosen])[:, 0]
-        # The highest scores; among equal ones the earlier window (a stable sort on the negated score).
-        ranked = sorted(range(len(chosen)), key=lambda i: -float(attack[i]))[:MAX_WINDOWS]
-        return [chosen[i] for i in sorted(ranked)]
+        return most_suspicious(self.chars, chosen, MAX_WINDOWS)
 
     def _by_chars(self, texts: Sequence[str]) -> list[tuple[str, float] | None]:
         """The char model's verdicts on windows (cached with the others, by the window's text); the windows

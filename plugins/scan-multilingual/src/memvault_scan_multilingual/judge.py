@@ -36,7 +36,7 @@ from memvault.contract.errors import PluginError
 from memvault.contract.forking import after_fork_in_child
 from memvault.scanner.engine import Hit
 from memvault.scanner.learned import CharModel, load_char_model
-from memvault.scanner.semantic import MIN_WINDOW_CHARS, as_read, english, windows
+from memvault.scanner.semantic import MIN_WINDOW_CHARS, as_read, english, most_suspicious, windows
 
 __all__ = [
     "CACHE_SIZE",
@@ -295,12 +295,7 @@ class MultilingualJudge:
             offset += len(line) + 1
         if not chosen:
             return []
-        if len(chosen) > MAX_WINDOWS:
-            # The ones the char model finds most like an attack, in text order (not the first ones, which
-            # would let an attack through behind six ordinary windows).
-            attack = 1.0 - self.chars.batch_probabilities([w for _, _, w in chosen])[:, 0]
-            ranked = sorted(range(len(chosen)), key=lambda i: -float(attack[i]))[:MAX_WINDOWS]
-            chosen = [chosen[i] for i in sorted(ranked)]
+        chosen = most_suspicious(self.chars, chosen, MAX_WINDOWS)
         hits = []
         for (start, end, window), verdict in zip(chosen, self._judge([w for _, _, w in chosen]), strict=True):
             if verdict is not None:
