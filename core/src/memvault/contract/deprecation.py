@@ -17,6 +17,7 @@ May import: nothing of memvault.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 import warnings
 from collections.abc import Callable, Mapping
@@ -38,6 +39,15 @@ class MemvaultRemovedIn1Warning(MemvaultDeprecationWarning):
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
+
+
+def _new_lock() -> None:
+    global _warned_lock
+    _warned_lock = threading.Lock()  # in a forked child: a thread it does not have may have held it (P35)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock)
 
 
 def warn_moved(old: str, instead: str, *, stacklevel: int = 2) -> None:

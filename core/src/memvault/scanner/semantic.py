@@ -40,6 +40,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import re
 import threading
 import unicodedata
@@ -52,6 +53,7 @@ from typing import Any, Final
 from attrs import frozen
 
 from memvault.contract.embedding import Embedder
+from memvault.contract.forking import after_fork_in_child
 from memvault.scanner.engine import Hit
 from memvault.scanner.learned import CharModel, HeadModel, head_verdict, load_char_model, load_head_model
 from memvault.scanner.normalise import fold
@@ -384,6 +386,7 @@ class SemanticCheck:
         #: Per line: whether the char model finds an attack in a window of it (cleared when full).
         self._foreign_lines: dict[str, bool] = {}
         self._lock = threading.Lock()
+        after_fork_in_child(self, _new_lock)
         self.texts = 0  # texts judged
         self.texts_reaching_model = 0  # texts with at least one window the cascade let through
         self.windows_embedded = 0
@@ -592,8 +595,22 @@ def _hit(category: str, form: str, window: str, span: tuple[int, int], weight: f
     )
 
 
+def _new_lock(check: SemanticCheck) -> None:
+    """In a forked child (P35): the counters' and caches' lock, not one held by a thread the child lost."""
+    check._lock = threading.Lock()
+
+
 _WARNED: set[tuple[str, str]] = set()
 _WARNED_LOCK = threading.Lock()
+
+
+def _new_warned_lock() -> None:
+    global _WARNED_LOCK
+    _WARNED_LOCK = threading.Lock()  # in a forked child (P35)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_warned_lock)
 
 
 def _warn_model(running: str, shipped: str) -> None:

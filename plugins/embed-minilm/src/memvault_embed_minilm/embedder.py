@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from memvault.contract.errors import InvalidRequest, PluginError
+from memvault.contract.forking import after_fork_in_child
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -40,6 +41,15 @@ TOKENIZER_PATH: Final = Path(__file__).resolve().parent / "data" / "tokenizer.js
 #: Files whose sha256 was checked in this process: (path, size, mtime_ns) -> digest.
 _VERIFIED: dict[tuple[str, int, int], str] = {}
 _VERIFY_LOCK = threading.Lock()
+
+
+def _new_verify_lock() -> None:
+    global _VERIFY_LOCK
+    _VERIFY_LOCK = threading.Lock()  # in a forked child: a thread it does not have may have held it (P35)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_verify_lock)
 
 
 def _default_model_path() -> Path:
@@ -86,6 +96,11 @@ def verify_file(path: Path, expected: str, *, what: str, fix: str) -> None:
         _VERIFIED[key] = expected
 
 
+def _new_lock(owner: MiniLMEmbedder) -> None:
+    """In a forked child (P35): a lock of its own, not one held by a thread (a first load) the child lost."""
+    owner._lock = threading.Lock()
+
+
 def _positive_int(name: str, value: Any, *, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidRequest(f"[embed] {name} must be an integer from {low} to {high}, got {value!r}", field=name)
@@ -124,6 +139,7 @@ class MiniLMEmbedder:
         suffix = "" if self.max_tokens == MODEL_MAX_TOKENS else f"-max{self.max_tokens}"
         self.model_id = f"all-MiniLM-L6-v2-int8@{MODEL_SHA256[:8]}{suffix}"
         self._lock = threading.Lock()
+        after_fork_in_child(self, _new_lock)
         self._session: Any = None
         self._tokenizer: Any = None
 

