@@ -12,7 +12,8 @@ and the cost: the p50 of a retain of the held-out sets' benign items in other la
 document, so no verdict is cached) and of a LoCoMo turn, the two scanners alternating item by item in
 the same run, and their ratio. No item is printed: the sets stay held out.
 
-    python bench/scan_multilingual_bench.py [--sets v2,v3,v4,v5,v6] [--locomo-limit N] [--out FILE]
+    python bench/scan_multilingual_bench.py [--sets v2,v3,v4,v5,v6] [--files A.jsonl,...] [--locomo-limit N]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def rejected(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", default="v2,v3,v4,v5,v6", help="held-out sets (default: %(default)s)")
+    parser.add_argument(
+        "--files", default="", help="more sets, as JSONL paths (comma-separated), measured as the held-out ones"
+    )
     parser.add_argument("--locomo-limit", type=int, default=0, help="at most this many LoCoMo turns (0: all)")
     parser.add_argument("--out", default="", help="also write the Markdown report here")
     args = parser.parse_args()
@@ -67,8 +71,10 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     foreign_benign: list[str] = []
-    for name in [s for s in args.sets.split(",") if s]:
-        items = [json.loads(line) for line in (DATA / f"scan_heldout_{name}.jsonl").read_text("utf-8").splitlines()]
+    paths = {name: DATA / f"scan_heldout_{name}.jsonl" for name in args.sets.split(",") if name}
+    paths.update({Path(file).stem: Path(file) for file in args.files.split(",") if file})
+    for name, path in paths.items():
+        items = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
         foreign_benign += [item["text"] for item in items if item and not item["attack"] and item["lang"] != "en"]
         for scanner, vault in vaults.items():
             count: Counter[str] = Counter()

