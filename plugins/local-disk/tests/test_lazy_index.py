@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memvault import search as text
 from memvault.contract import terms as vocabulary
+from memvault_local_disk.index import IndexCache
 from memvault_local_disk.lazy import SCANS_BEFORE_WORDS, LazyDocument
 
 # Words built to exercise every stemmer rule (plurals, -ies, -sses, -ing with doubled consonants,
@@ -133,3 +139,45 @@ def test_a_document_asked_many_terms_finds_the_same_lines_as_the_full_index(body
         lines = [lazy.line(p).number for p in lazy.positions(term)]
         assert lines == [full.line(p).number for p in full.positions(term)], term
     assert _hits(lazy, " ".join(terms)) == _hits(full, " ".join(terms))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_cached_document_is_searchable_in_a_child_forked_while_a_thread_fills_it() -> None:
+    """A recall thread takes a cached document's lock to keep what it found; a child forked at that moment
+    has no such thread, so the cache gives the child's documents locks of their own (P35)."""
+    cache = IndexCache(1 << 20)
+    doc = LazyDocument("doc.md", "alpha beta\ngamma delta\n")
+    cache.put(("root", "doc.md"), (24, 0, 1, 1, 0), doc, read_at_ns=10**12)
+    held, release = threading.Event(), threading.Event()
+
+    def fill() -> None:
+        with doc._lock:  # where a recall thread stands for a moment, keeping a term's lines
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=fill)
+    thread.start()
+    try:
+        assert held.wait(10)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.write(write, repr(list(doc.positions("gamma"))).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        deadline = time.monotonic() + 20
+        while os.waitpid(pid, os.WNOHANG)[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.01)
+        with os.fdopen(read, "rb") as fh:
+            answer = fh.read().decode()
+    finally:
+        release.set()
+        thread.join()
+    assert answer == "[1]", "the child waited for a lock held by a thread it does not have"

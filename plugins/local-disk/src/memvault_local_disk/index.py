@@ -84,6 +84,8 @@ class IndexCache:
 
     def _forked(self) -> None:
         self._lock = threading.Lock()  # in a forked child (P35): not one a lost thread holds
+        for _, doc, _ in self._entries.values():
+            doc.forked()  # and each cached document's: a thread the child lost may have been filling it
 
     def get(self, path: _Path, key: _StatKey) -> LazyDocument | None:
         with self._lock:

@@ -163,6 +163,10 @@ class LazyDocument:
         self._words: _Words | None = None
         self._lock = threading.Lock()
 
+    def forked(self) -> None:
+        """In a forked child (P35): a lock of its own, not one held by a thread the child lost."""
+        self._lock = threading.Lock()
+
     def positions(self, term: str) -> Sequence[int]:
         found = self._postings.get(term)
         if found is None:
