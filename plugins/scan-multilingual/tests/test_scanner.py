@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import signal
 import statistics
 import threading
 import time
@@ -225,6 +226,38 @@ def test_a_short_text_waits_for_one_long_text_not_for_other_callers_whole_batche
             thread.join()
     # Batch by batch, the short text waited about two batches (one for each flooder): here, a few texts.
     assert statistics.median(waits) < one_batch / 2, (waits, one_batch)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise _Interrupted
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_a_caller_interrupted_while_waiting_for_e5_does_not_stall_the_others(engine: E5Engine) -> None:
+    """A signal (Ctrl-C, a server's timeout) that interrupts a caller waiting its turn must leave the queue
+    working: the turn it held is passed on, or it leaves the queue, and later callers are served."""
+    long_text = "我们下周一在公司开会讨论预算和新项目的安排。" * 14
+    busy = threading.Thread(target=engine.embed, args=([f"{n} {long_text}" for n in range(4)],))
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    try:
+        busy.start()
+        time.sleep(0.05)  # the thread holds e5: this call waits its turn, and is interrupted
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(_Interrupted):
+            engine.embed(["Kurz notiert: Milch kaufen."])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    busy.join(30)
+    done: list[int] = []
+    later = threading.Thread(target=lambda: done.append(len(engine.embed(["Kurz notiert: Brot kaufen."]))))
+    later.start()
+    later.join(30)
+    assert done == [1], "e5's queue stalled after an interrupted caller"
 
 
 def _judge_in_child(judge: MultilingualJudge, text: str, queue: multiprocessing.Queue[list[str]]) -> None:
