@@ -144,3 +144,43 @@ def test_a_session_forked_during_a_turn_start_goes_on_in_the_child() -> None:
             plugin.release.set()
             thread.join()
     assert seen == "['remembered in the child']"
+
+
+class _Unused:
+    """An embedder of the shipped intents' model (so the check by meaning is usable) that is never asked
+    for a vector: the text below reaches no model."""
+
+    name = "unused"
+
+    def __init__(self) -> None:
+        from memvault.scanner.semantic import load_intents
+
+        intents = load_intents()
+        self.model_id, self.dimensions = intents.model_id, intents.dimensions
+
+    def embed(self, texts: object) -> object:
+        raise AssertionError("not asked")
+
+
+def test_the_check_by_meaning_judges_in_a_child_forked_while_a_thread_holds_its_lock() -> None:
+    """Threads take the check's lock on every write (its counters and caches); a child forked at that moment
+    has only the forking thread, so it must get a lock of its own, not one held for ever (P35)."""
+    from memvault.scanner.semantic import SemanticCheck
+
+    check = SemanticCheck(_Unused(), trained=False)  # type: ignore[arg-type]
+    assert check.usable
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with check._lock:  # where a writer thread stands for a moment on every write
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        assert _in_child(lambda: (check.hits("The dentist moved to Tuesday."), check.texts)) == "([], 1)"
+    finally:
+        release.set()
+        thread.join()

@@ -12,10 +12,7 @@ import collections
 import importlib.util
 import json
 import logging
-import os
 import sys
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -674,45 +671,3 @@ def test_the_detection_page_shows_the_paraphrase_figures_measured_with_the_check
     attacks = [t for _, t in all_attacks()]
     assert f"**{sum(scanner.verdict(t)[1] is not None for t in attacks)} of {len(attacks)}**" in page
     assert f"**0 of {len(BENIGN) + len(BENIGN_NEAR)}**" in page
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-def test_a_child_forked_while_another_thread_holds_the_checks_lock_judges(embedder: Any) -> None:
-    """Threads take the check's lock on every write (its counters and caches); a child forked at that moment
-    has only the forking thread, so it must get a lock of its own, not one held for ever (P35)."""
-    check = SemanticCheck(embedder)
-    attack = PARAPHRASES["instruction_override"][0]
-    assert check.hits(attack)  # the parent has judged it: the child's answer comes from the copied cache
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with check._lock:  # where a writer thread stands for a moment on every write
-            held.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert held.wait(10)
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            try:
-                os.write(write, str(len(check.hits(attack))).encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        deadline = time.monotonic() + 20
-        while os.waitpid(pid, os.WNOHANG)[0] == 0:
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                break
-            time.sleep(0.01)
-        with os.fdopen(read, "rb") as fh:
-            answer = fh.read().decode()
-    finally:
-        release.set()
-        thread.join()
-    assert answer not in ("", "0"), "the child waited for a lock held by a thread it does not have"

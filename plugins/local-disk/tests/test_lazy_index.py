@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
 from hypothesis import example, given, settings
@@ -14,6 +13,7 @@ from memvault import search as text
 from memvault.contract import terms as vocabulary
 from memvault_local_disk.index import IndexCache
 from memvault_local_disk.lazy import SCANS_BEFORE_WORDS, LazyDocument
+from memvault_parity.fork import ForkedChild
 
 # Words built to exercise every stemmer rule (plurals, -ies, -sses, -ing with doubled consonants,
 # -ed, -ly, -ness, -ment), stop words, digits, non-ASCII case folding and punctuation.
@@ -160,24 +160,12 @@ def test_a_cached_document_is_searchable_in_a_child_forked_while_a_thread_fills_
     thread.start()
     try:
         assert held.wait(10)
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            try:
-                os.write(write, repr(list(doc.positions("gamma"))).encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        deadline = time.monotonic() + 20
-        while os.waitpid(pid, os.WNOHANG)[0] == 0:
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                break
-            time.sleep(0.01)
-        with os.fdopen(read, "rb") as fh:
-            answer = fh.read().decode()
+
+        def search() -> None:
+            assert list(doc.positions("gamma")) == [1]
+
+        outcome = ForkedChild(search).outcome(deadline=20)
     finally:
         release.set()
         thread.join()
-    assert answer == "[1]", "the child waited for a lock held by a thread it does not have"
+    assert outcome == "ok", outcome
