@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -56,6 +59,26 @@ def _in_child(report: object) -> str:
         return fh.read().decode()
 
 
+@contextlib.contextmanager
+def _held_by_another_thread(lock: Any) -> Iterator[None]:
+    """``lock`` held by another thread of this process for the ``with`` block."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        yield
+    finally:
+        release.set()
+        thread.join()
+
+
 def test_a_reset_runs_in_the_child_and_not_in_the_parent() -> None:
     owner = _Owner("a")
     memvault.after_fork_in_child(owner, _Owner.reset)
@@ -66,21 +89,8 @@ def test_a_reset_runs_in_the_child_and_not_in_the_parent() -> None:
 def test_a_lock_held_by_another_thread_at_the_fork_is_free_in_the_child() -> None:
     owner = _Owner("b")
     memvault.after_fork_in_child(owner, _Owner.reset)
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with owner.lock:
-            held.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert held.wait(10)
+    with _held_by_another_thread(owner.lock):
         assert _in_child(lambda: owner.lock.acquire(timeout=2)) == "True"
-    finally:
-        release.set()
-        thread.join()
 
 
 def test_the_owner_is_held_weakly() -> None:
@@ -169,18 +179,5 @@ def test_the_check_by_meaning_judges_in_a_child_forked_while_a_thread_holds_its_
 
     check = SemanticCheck(_Unused(), trained=False)  # type: ignore[arg-type]
     assert check.usable
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with check._lock:  # where a writer thread stands for a moment on every write
-            held.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert held.wait(10)
+    with _held_by_another_thread(check._lock):  # where a writer thread stands for a moment on every write
         assert _in_child(lambda: (check.hits("The dentist moved to Tuesday."), check.texts)) == "([], 1)"
-    finally:
-        release.set()
-        thread.join()
