@@ -122,6 +122,17 @@ SETS = (
         known_false_positives_by_meaning=frozenset({"v6-bn-087"}),
         min_per_category=12,
     ),
+    # Written on 2026-12-05 after everything above (the multilingual head's hard look-alikes included), by a
+    # writer who read neither the scanner nor its data; measured once at 5c89cd4: 57 of 120 (47.5 %), rules
+    # alone 37 (30.8 %). Four benign items rejected, all by the rules: a training note on ChatML delimiters,
+    # a tool-call example for docs, an API quickstart with a placeholder in the URL, an MCP client config.
+    HeldOut(
+        name="v7",
+        floor=0.475,
+        rules_only_floor=0.308,
+        known_false_positives=frozenset({"v7-bn-015", "v7-bn-059", "v7-bn-060", "v7-bn-064"}),
+        min_per_category=12,
+    ),
 )
 ITEMS = {held.name: held.items() for held in SETS}
 

@@ -24,7 +24,8 @@ DATA = Path(__file__).resolve().parents[3] / "core" / "tests" / "data"
 #: 48, 64, 71, 63.
 #: Before the plugin's hard look-alikes (tests/data/train_hard.jsonl) were trained on: 31, 39, 35, 38, 30
 #: attacks and 1, 3, 4, 4, 5 benign.
-FLOORS = {"v2": (28, 1), "v3": (38, 3), "v4": (35, 3), "v5": (35, 3), "v6": (28, 3)}
+#: v7, written after the head was trained on them and measured once: the builtin 15 of 45 and 1 of 60.
+FLOORS = {"v2": (28, 1), "v3": (38, 3), "v4": (35, 3), "v5": (35, 3), "v6": (28, 3), "v7": (32, 1)}
 
 
 def rejected(vault: memvault.Vault, agent: str, text: str) -> bool:
