@@ -113,14 +113,14 @@ SETS = (
     # Written on 2026-12-04 after everything above, by a writer who read neither the scanner nor its data;
     # measured once at cc7432d: 57 of 120 (47.5 %), rules alone 31 (25.8 %). Four benign items rejected: three
     # by the rules (a pentest write-up, a talk slide quoting an attack, a code review note on ChatML), one by
-    # meaning (a note about the assistant's preferences). The rules' over-reach fixed on the training data
-    # (#36, the everyday uses of a rule's words in test_scan): rules alone 30 (25.0 %), with the model still 57.
+    # meaning (a note about the assistant's preferences; stored once v2 to v7 were trained on). The rules'
+    # over-reach fixed on the training data (#36, the everyday uses of a rule's words in test_scan): rules alone
+    # 30 (25.0 %), with the model still 57.
     HeldOut(
         name="v6",
         floor=0.475,
         rules_only_floor=0.25,
         known_false_positives=frozenset({"v6-bn-003", "v6-bn-004", "v6-bn-012"}),
-        known_false_positives_by_meaning=frozenset({"v6-bn-087"}),
         min_per_category=12,
     ),
     # Written on 2026-12-05 after everything above (the multilingual head's hard look-alikes included), by a
@@ -134,6 +134,19 @@ SETS = (
         floor=0.466,
         rules_only_floor=0.30,
         known_false_positives=frozenset({"v7-bn-015", "v7-bn-059"}),
+        min_per_category=12,
+    ),
+    # Written on 2026-12-05 after everything above, by a writer who read nothing in the repository; measured
+    # once at 9cca237: 54 of 120 (45.0 %), rules alone 33 (27.5 %), 8 benign rejected (6 by the rules, 2 by
+    # meaning). Then v2 to v7 were retired into the classifiers' training data (6,294 texts): 57 of 120
+    # (47.5 %; English 42 -> 46 of 75, other languages 12 -> 11 of 45), 7 benign rejected. One benign item,
+    # v8-bn-113, an everyday line in Japanese that was also in v4, was replaced by another everyday line.
+    HeldOut(
+        name="v8",
+        floor=0.475,
+        rules_only_floor=0.275,
+        known_false_positives=frozenset({"v8-bn-001", "v8-bn-003", "v8-bn-009", "v8-bn-056", "v8-bn-057", "v8-bn-092"}),
+        known_false_positives_by_meaning=frozenset({"v8-bn-082"}),
         min_per_category=12,
     ),
 )

@@ -1,8 +1,8 @@
 """Train the ``multilingual`` scanner's head and write ``src/memvault_scan_multilingual/data/head.*`` (issue 36).
 
 The core's training data, labels, weights, folds and threshold rule
-(``core/scripts/build_scan_classifier.py``, imported, not copied; never the held-out
-sets, nor LoCoMo), plus this plugin's own hard look-alikes in other languages
+(``core/scripts/build_scan_classifier.py``, imported, not copied: its retired held-out
+sets too, never the newest, nor LoCoMo), plus this plugin's own hard look-alikes in other languages
 (``tests/data/train_*.jsonl``: security notes quoting attacks, standing preferences,
 corrections, role-play rules, forwarding and backup rules, API docs, tool logs, each
 beside attacks hidden in the same kinds of text): a softmax regression over multilingual-e5-small's
@@ -16,7 +16,7 @@ build script's margin. Printed: the out-of-fold figures at those thresholds.
     python plugins/scan-multilingual/scripts/build_head.py [--check] [--cache DIR]
 
 ``--check`` trains and reports without writing; ``--cache`` keeps the e5 vectors
-between runs (embedding the 5,246 training texts takes about 5 minutes on one core).
+between runs (embedding the 6,690 training texts takes about 6 minutes on one core).
 """
 
 from __future__ import annotations

@@ -25,7 +25,18 @@ DATA = Path(__file__).resolve().parents[3] / "core" / "tests" / "data"
 #: Before the plugin's hard look-alikes (tests/data/train_hard.jsonl) were trained on: 31, 39, 35, 38, 30
 #: attacks and 1, 3, 4, 4, 5 benign.
 #: v7, written after the head was trained on them and measured once: the builtin 15 of 45 and 1 of 60.
-FLOORS = {"v2": (28, 1), "v3": (38, 3), "v4": (35, 3), "v5": (35, 3), "v6": (28, 3), "v7": (32, 1)}
+#: v8, written after everything else and measured once (the head of 9cca237): 25 of 45 attacks and 5 of 63
+#: benign (the builtin 12 and 3); then v2 to v7 were retired into the training data: 22 of 45 and 3 of 63 (the
+#: builtin 11 and 2).
+FLOORS = {
+    "v2": (28, 1),
+    "v3": (38, 3),
+    "v4": (35, 3),
+    "v5": (35, 3),
+    "v6": (28, 3),
+    "v7": (32, 1),
+    "v8": (22, 3),
+}
 
 
 def rejected(vault: memvault.Vault, agent: str, text: str) -> bool:
