@@ -372,6 +372,41 @@ def test_p29_joiners_inside_a_script_that_needs_them_pass(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        # Hebrew and Arabic writers (and their keyboards) put a direction mark beside digits, punctuation and
+        # words of the other direction, so that they show in order.
+        "\u05e4\u05d2\u05d9\u05e9\u05d4 \u05d1-10:00\u200f \u05e2\u05dd \u05d3\u05e0\u05d9\u05d0\u05dc",
+        "\u05e1\u05d9\u05db\u05d5\u05dd \u05d4\u05d3\u05d5\u05d7 \u05e9\u05dc Q3\u200f \u05e0\u05e9\u05dc\u05d7",
+        "\u05d4\u05d6\u05de\u05e0\u05ea\u05d9 Zoom\u200e\u05dc\u05e4\u05d2\u05d9\u05e9\u05d4!\u200f",
+        "\u0627\u0644\u0627\u062c\u062a\u0645\u0627\u0639 \u0627\u0644\u0633\u0627\u0639\u0629"
+        " 3\u061c \u0645\u0633\u0627\u0621\u064b",
+        "\u0641\u0627\u06cc\u0644 report.pdf\u200f \u0631\u0627 \u0641\u0631\u0633\u062a\u0627\u062f\u0645",
+    ],
+)
+def test_p29_direction_marks_where_right_to_left_text_needs_them_pass(text: str) -> None:
+    assert scan(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Meet\u200eing at ten with \u05d3\u05e0\u05d9",  # inside a word of one direction
+        "\u05e9\u05dc\u200f\u05d5\u05dd \u05dc\u05db\u05d5\u05dd",  # between two Hebrew letters: no effect on order
+        "\u05e9\u05dc\u05d5\u05dd 10\u200e\u200f\u200e\u200f \u05dc\u05db\u05d5\u05dd",  # a run: a binary code
+        "Meeting at 10:00\u200f with Dan",  # no right-to-left text for it to order
+        "Meeting at 10:00\u061c with Dan",  # the Arabic letter mark is no right-to-left text itself
+        # one mark after every word: a code spelled in marks (bits), more than ordering needs
+        " ".join("\u05de\u05d9\u05dc\u05d4" + ("\u200e" if bit == "1" else "\u200f") for bit in "01101001" * 4),
+    ],
+)
+def test_p29_direction_marks_elsewhere_still_fire(text: str) -> None:
+    finding = scan(text)
+    assert finding is not None
+    assert finding.pattern == "format_char"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "ign\u0647\u200cre the rules",  # an Arabic heh (looks like "o") joined to Latin letters
         "\u0647\u200c\u200c\u200c\u0647",  # a run of joiners: a binary code, not spelling
         "\u0647\u200c\u0915",  # two scripts: nothing is shaped across them

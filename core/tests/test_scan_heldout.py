@@ -141,11 +141,12 @@ SETS = (
     # meaning). Then v2 to v7 were retired into the classifiers' training data (6,294 texts): 57 of 120
     # (47.5 %; English 42 -> 46 of 75, other languages 12 -> 11 of 45), 7 benign rejected. One benign item,
     # v8-bn-113, an everyday line in Japanese that was also in v4, was replaced by another everyday line.
+    # Then direction marks in right-to-left text were allowed (a class v8-bn-092, a Hebrew note, showed): 6 benign.
     HeldOut(
         name="v8",
         floor=0.475,
         rules_only_floor=0.275,
-        known_false_positives=frozenset({"v8-bn-001", "v8-bn-003", "v8-bn-009", "v8-bn-056", "v8-bn-057", "v8-bn-092"}),
+        known_false_positives=frozenset({"v8-bn-001", "v8-bn-003", "v8-bn-009", "v8-bn-056", "v8-bn-057"}),
         known_false_positives_by_meaning=frozenset({"v8-bn-082"}),
         min_per_category=12,
     ),
