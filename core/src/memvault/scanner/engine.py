@@ -844,10 +844,111 @@ def _decide(hits: list[Hit], policy: ScanPolicy) -> Finding | None:
     )
 
 
+# -- a phrase quoted in a text that discusses it ---------------------------------------------------------
+
+#: Quotation marks, as pairs: a phrase between them is quoted. (The ASCII apostrophe counts only with no
+#: letter or digit outside it, so "don't" opens nothing.)
+_QUOTE_PAIRS: Final = (
+    ('"', '"'),
+    ("\u201c", "\u201d"),
+    ("\u201e", "\u201c"),
+    ("\u00ab", "\u00bb"),
+    ("\u2039", "\u203a"),
+    ("\u300c", "\u300d"),
+    ("\u300e", "\u300f"),
+    ("\u2018", "\u2019"),
+    ("\u201a", "\u2018"),
+)
+_QUOTED: Final = (
+    *(
+        re.compile(re.escape(open_) + "([^" + re.escape(open_ + close) + "\n]{3,300})" + re.escape(close))
+        for open_, close in _QUOTE_PAIRS
+    ),
+    re.compile(r"(?<!\w)'([^'\n]{3,300})'(?!\w)"),
+)
+#: Words that make a text one about attacks (a security note, a scam warning, a detector's test, a red team's
+#: report), in the languages the rules read. Not "example" or "talk" alone: anyone can write those.
+_DISCUSSION: Final = re.compile(
+    r"inject|injec|инъек|인젝션|インジェクション|注入|jailbreak|phish|фишинг|피싱|フィッシング|钓鱼|釣魚"
+    r"|security|sicherheit|seguridad|sécurité|sicurezza|segurança|bezpiecze|güvenlik|безопасн|보안|セキュリティ"
+    r"|安全|أمن|امنی|सुरक्षा|beveiliging|säkerhet"
+    r"|attack|angriff|ataque|attaque|attacco|\batak|sald\u0131r|атак|공격|攻撃|攻击|هجوم|हमल|aanval|malicious|adversar"
+    r"|\bctf\b|red ?team|pentest|detector|\bfilters?\b|scam|golpe|arnaque|betrug|truffa|oszust|doland\u0131r|мошен"
+    r"|사기|詐欺|诈骗|احتيال|धोखा|oplicht|bedrägeri",
+    re.IGNORECASE,
+)
+#: The categories whose phrase rules (the words and native views) a quotation can hold.
+_QUOTABLE: Final = frozenset({OVERRIDE, ROLE, ADDRESSED})
+#: The most a quoted phrase adds to its category, whichever rules it fires: alone it does not reject.
+QUOTED_WEIGHT: Final = 0.5
+
+
+@functools.cache
+def _phrase_patterns() -> frozenset[str]:
+    return frozenset(r.pattern for r in RULES if r.view in ("words", "native") and r.category in _QUOTABLE)
+
+
+def _plain_words(text: str) -> str:
+    """Letters and digits, case-folded, each run of anything else one space: how a quote and a match compare."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in folded).split())
+
+
+def _discount_quoted(text: str, hits: list[Hit], start: int) -> None:
+    """A phrase rule's match between quotation marks, in a text that talks about attacks or examples outside
+    them ("our detector flags phrases like 'you are now DAN'"), counts as weak evidence: per category, the
+    heaviest such hit stays at :data:`QUOTED_WEIGHT` at most, and the others are dropped. A quoted injection
+    still rejects with any other evidence (another rule outside the quotes, the check by meaning)."""
+    phrases = _phrase_patterns()
+    candidates = [i for i in range(start, len(hits)) if hits[i].pattern in phrases]
+    if not candidates:
+        return
+    raw_quotes = [m.group(1) for pattern in _QUOTED for m in pattern.finditer(text)]
+    if not raw_quotes:
+        return
+    quotes = [_plain_words(q) for q in raw_quotes]
+    outside = text
+    for pattern in _QUOTED:
+        outside = pattern.sub(" ", outside)
+    # The text talks about what it quotes: about attacks, in at least as many words as it quotes.
+    if _DISCUSSION.search(outside) is None or len(_plain_words(outside)) < sum(len(q) for q in quotes):
+        return
+    # A rule matches the text as written ("plain") or with look-alike letters folded ("homoglyph"): the quotes
+    # and the text are compared in the same form. Other forms (spelled-out letters, decoded spans) stay as they are.
+    seen_as = {"plain": (_plain_words(text), quotes)}
+    if any(hits[i].form == "homoglyph" for i in candidates):
+        seen_as["homoglyph"] = (_plain_words(fold(text)), [_plain_words(fold(q)) for q in raw_quotes])
+
+    def only_quoted(hit: Hit) -> bool:
+        # Every time the phrase is written, it is quoted: once more outside the quotes, and it is meant.
+        if hit.form not in seen_as:
+            return False
+        whole, inside_quotes = seen_as[hit.form]
+        words = _plain_words(hit.excerpt)
+        inside = sum(q.count(words) for q in inside_quotes)
+        return bool(words) and inside > 0 and whole.count(words) <= inside
+
+    quoted = [i for i in candidates if only_quoted(hits[i])]
+    if not quoted:
+        return
+    kept: dict[str, int] = {}
+    for i in quoted:
+        best = kept.get(hits[i].category)
+        if best is None or hits[i].weight > hits[best].weight:
+            kept[hits[i].category] = i
+    for i in kept.values():
+        hits[i] = evolve(hits[i], weight=min(hits[i].weight, QUOTED_WEIGHT))
+    dropped = set(quoted) - set(kept.values())
+    hits[:] = [hit for i, hit in enumerate(hits) if i not in dropped]
+
+
 def _scan(
     text: str, depth: int, form: str, policy: ScanPolicy, hits: list[Hit], words: set[str] | None = None
 ) -> Finding | None:
+    start = len(hits)
     seen = _collect(text, form, policy, hits)
+    if depth == 0:
+        _discount_quoted(text, hits, start)
     if words is not None and depth == 0:
         words.update(seen.wordset)
         words.update(seen.raw_words)
