@@ -180,6 +180,25 @@ _REVOKED: Final = (
     r"|replaced|suspended|lifted|disabled|no longer valid)|do not apply|don t apply|have been (?:revoked"
     r"|cancell?ed|replaced|lifted|disabled|removed|suspended))"
 )
+#: The words of :data:`_REVOKED`, as trigger literals of the words view.
+_REVOKED_WORDS: Final = (
+    "apply",
+    "void",
+    "null",
+    "invalid",
+    "cancelled",
+    "canceled",
+    "revoked",
+    "obsolete",
+    "overridden",
+    "superseded",
+    "replaced",
+    "suspended",
+    "lifted",
+    "disabled",
+    "removed",
+    "valid",
+)
 #: "directions", unless they lead somewhere: "the old directions to the cabin" are a route, not the model's.
 _NOT_A_ROUTE: Final = (
     r"directions?\b(?! (?:to|for|from|towards) (?:the |a |an |my |our |his |her |their |this |that )?"
@@ -368,24 +387,7 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         r"(?: you (?:were|have been) given(?: [a-z]+)?)? " + _REVOKED,
         (
             ("instructions", "rules", "directives", "guidelines", "prompt", "prompts"),
-            (
-                "apply",
-                "void",
-                "null",
-                "invalid",
-                "cancelled",
-                "canceled",
-                "revoked",
-                "obsolete",
-                "overridden",
-                "superseded",
-                "replaced",
-                "suspended",
-                "lifted",
-                "disabled",
-                "removed",
-                "valid",
-            ),
+            _REVOKED_WORDS,
         ),
     ),
     (
@@ -399,24 +401,7 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         r"\b(?:rules|guidelines) " + _REVOKED,
         (
             ("rules", "guidelines"),
-            (
-                "apply",
-                "void",
-                "null",
-                "invalid",
-                "cancelled",
-                "canceled",
-                "revoked",
-                "obsolete",
-                "overridden",
-                "superseded",
-                "replaced",
-                "suspended",
-                "lifted",
-                "disabled",
-                "removed",
-                "valid",
-            ),
+            _REVOKED_WORDS,
         ),
     ),
     (
