@@ -895,8 +895,8 @@ def _plain_words(text: str) -> str:
 
 
 def _discount_quoted(text: str, hits: list[Hit], start: int) -> None:
-    """A phrase rule's match between quotation marks, in a text that talks about attacks or examples outside
-    them ("our detector flags phrases like 'you are now DAN'"), counts as weak evidence: per category, the
+    """A phrase rule's match only ever written between quotation marks, in a text that talks about attacks
+    outside them ("our detector flags phrases like 'you are now DAN'"), counts as weak evidence: per category, the
     heaviest such hit stays at :data:`QUOTED_WEIGHT` at most, and the others are dropped. A quoted injection
     still rejects with any other evidence (another rule outside the quotes, the check by meaning)."""
     phrases = _phrase_patterns()
@@ -920,13 +920,14 @@ def _discount_quoted(text: str, hits: list[Hit], start: int) -> None:
         seen_as["homoglyph"] = (_plain_words(fold(text)), [_plain_words(fold(q)) for q in raw_quotes])
 
     def only_quoted(hit: Hit) -> bool:
-        # Every time the phrase is written, it is quoted: once more outside the quotes, and it is meant.
+        # Every time the phrase is written, it is quoted: once more outside the quotes, and it is meant. Counted
+        # without spaces, as the rules also read words written together ("ignoreallpreviousinstructions").
         if hit.form not in seen_as:
             return False
         whole, inside_quotes = seen_as[hit.form]
-        words = _plain_words(hit.excerpt)
-        inside = sum(q.count(words) for q in inside_quotes)
-        return bool(words) and inside > 0 and whole.count(words) <= inside
+        words = _plain_words(hit.excerpt).replace(" ", "")
+        inside = sum(q.replace(" ", "").count(words) for q in inside_quotes)
+        return bool(words) and inside > 0 and whole.replace(" ", "").count(words) <= inside
 
     quoted = [i for i in candidates if only_quoted(hits[i])]
     if not quoted:

@@ -330,7 +330,8 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         r"|measures|filters)|content polic(?:y|ies))"
         # ... unless they are where a person reads them: "the instructions on the box", "in the first version".
         r"(?! (?:in|on|inside) (?:the|a|an|this|that|his|her|their|my|our)\b (?!(?:system|prompt|ai|assistant|model"
-        r"|developer|operator|conversation|chat|above|previous|original|initial|prior|earlier)\b)[a-z]))",
+        r"|developer|operator|conversation|chat|above|previous|original|initial|prior|earlier|users?|human|customer"
+        r"|owner|admin)\b)[a-z]))",
         (
             (
                 "disregard",
