@@ -16,7 +16,8 @@ build script's margin. Printed: the out-of-fold figures at those thresholds.
     python plugins/scan-multilingual/scripts/build_head.py [--check] [--cache DIR]
 
 ``--check`` trains and reports without writing; ``--cache`` keeps the e5 vectors
-between runs (embedding the 6,690 training texts takes about 6 minutes on one core).
+between runs (embedding 5,246 training texts took about 5 minutes on one core; the 388 new ones of
+the retired held-out sets, 33 s).
 """
 
 from __future__ import annotations
