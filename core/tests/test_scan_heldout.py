@@ -113,12 +113,13 @@ SETS = (
     # by the rules (a pentest write-up, a talk slide quoting an attack, a code review note on ChatML), one by
     # meaning (a note about the assistant's preferences; stored once v2 to v7 were trained on). The rules'
     # over-reach fixed on the training data (#36, the everyday uses of a rule's words in test_scan): rules alone
-    # 30 (25.0 %), with the model still 57.
+    # 30 (25.0 %), with the model still 57. Then a chat template's token named in a note counted as weak (a class
+    # the training data showed first): the ChatML note stored.
     HeldOut(
         name="v6",
         floor=0.475,
         rules_only_floor=0.25,
-        known_false_positives=frozenset({"v6-bn-003", "v6-bn-012"}),
+        known_false_positives=frozenset({"v6-bn-003"}),
         min_per_category=12,
     ),
     # Written on 2026-12-05 after everything above (the multilingual head's hard look-alikes included), by a
@@ -126,12 +127,13 @@ SETS = (
     # alone 37 (30.8 %). Four benign items rejected, all by the rules: a training note on ChatML delimiters,
     # a tool-call example for docs, an API quickstart with a placeholder in the URL, an MCP client config.
     # The rules' over-reach then fixed on the training data (whose benign texts had shown the last two classes
-    # first): 56 of 120 (46.7 %), rules alone 36 (30.0 %), two benign rejected.
+    # first): 56 of 120 (46.7 %), rules alone 36 (30.0 %), two benign rejected. Then a chat template's token named
+    # in a note counted as weak (a class the training data showed first): the ChatML training note stored.
     HeldOut(
         name="v7",
         floor=0.466,
         rules_only_floor=0.30,
-        known_false_positives=frozenset({"v7-bn-015", "v7-bn-059"}),
+        known_false_positives=frozenset({"v7-bn-059"}),
         min_per_category=12,
     ),
     # Written on 2026-12-05 after everything above, by a writer who read nothing in the repository; measured

@@ -181,6 +181,19 @@ PATTERN_IDS: Final = frozenset(
 )
 
 
+#: A pattern id an operator allows, and the ids it was split into later: an ``allow`` written for the earlier
+#: release keeps meaning what it meant (``chat_template_token`` fired on every control token until its mention
+#: became the weak ``chat_template_token_mention``).
+IMPLIED_ALLOW: Final[Mapping[str, frozenset[str]]] = {
+    "chat_template_token": frozenset({"chat_template_token_mention"}),
+}
+
+
+def _with_implied(allow: Iterable[str]) -> frozenset[str]:
+    ids = frozenset(allow)
+    return ids.union(*(IMPLIED_ALLOW.get(pattern, frozenset()) for pattern in ids))
+
+
 @frozen(kw_only=True)
 class ScanPolicy:
     """What an operator tunes: a threshold per category (default 1.0), rules that never fire, the hosts
@@ -197,7 +210,8 @@ class ScanPolicy:
     """
 
     thresholds: Mapping[str, float] = field(factory=dict)
-    allow: frozenset[str] = frozenset()
+    #: Pattern ids that never fire (with the ids :data:`IMPLIED_ALLOW` adds).
+    allow: frozenset[str] = field(default=frozenset(), converter=_with_implied)
     allowed_hosts: frozenset[str] = frozenset()
     semantic: bool = True
 
