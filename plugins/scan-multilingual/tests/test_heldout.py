@@ -29,7 +29,8 @@ DATA = Path(__file__).resolve().parents[3] / "core" / "tests" / "data"
 #: benign (the builtin 12 and 3); then v2 to v7 were retired into the training data: 22 of 45 and 3 of 63 (the
 #: builtin 11 and 2).
 #: v9, written after everything else and measured once (the head of 44c1617): 25 of 46 attacks and 2 of 60 benign
-#: (the builtin 11 and 1).
+#: (the builtin 11 and 1); then v8 was retired into the training data and a threshold let one out-of-fold
+#: look-alike through: 30 of 46 and 2 of 60 (the builtin 15 and 1).
 FLOORS = {
     "v2": (28, 1),
     "v3": (38, 3),
@@ -38,7 +39,7 @@ FLOORS = {
     "v6": (28, 3),
     "v7": (32, 1),
     "v8": (22, 3),
-    "v9": (25, 2),
+    "v9": (30, 2),
 }
 
 
