@@ -48,14 +48,17 @@ def child_env() -> dict[str, str]:
 class ServerProcess:
     """A server subprocess whose first stdout line says where it listens."""
 
-    def __init__(self, args: list[str], cwd: Path, *, startup: float = 30.0) -> None:
+    def __init__(self, args: list[str], cwd: Path, *, startup: float = 30.0, drop_env: tuple[str, ...] = ()) -> None:
+        env = child_env()
+        for name in drop_env:  # e.g. MEMVAULT_EMBEDDER, which overrides the config's [embed] choice
+            env.pop(name, None)
         self.proc = subprocess.Popen(
             args,
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=child_env(),
+            env=env,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr_lines: list[str] = []
@@ -98,9 +101,12 @@ class ServerProcess:
 def write_config(root: Path, provider: str, extra_server: str = "") -> Path:
     settings = f'[providers.sqlite]\npath = "{root / "served.db"}"\n' if provider == "sqlite" else ""
     config = root / "memvault.toml"
+    # The service ranks by words alone, as the parity suite's own vaults do (they open with embedder="off"; its
+    # vector tests bring embedders of their own), whether or not memvault-embed-minilm is installed here.
     config.write_text(
         f'provider = "{provider}"\n'
         f"{settings}"
+        '[embed]\nembedder = "off"\n'
         "[server]\n"
         "port = 0\n"
         f"{extra_server}"

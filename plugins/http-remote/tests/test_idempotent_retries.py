@@ -126,10 +126,11 @@ def _read(vault: memvault.Vault) -> str:
 
 
 def _served_config(root: Path, provider: str, settings: str) -> Path:
-    """The test servers' config for ``provider`` (words only: no model to load), its scanner on."""
+    """The test servers' config for ``provider`` (words only, as ``write_config`` writes it: no model to load),
+    its scanner on."""
     config = write_config(root, provider)
     text = config.read_text(encoding="utf-8")
-    config.write_text(f'{text}[embed]\nembedder = "off"\n[providers.{provider}]\n{settings}', encoding="utf-8")
+    config.write_text(f"{text}[providers.{provider}]\n{settings}", encoding="utf-8")
     return config
 
 
