@@ -385,11 +385,17 @@ class SqliteProvider:
         def search() -> RecallResult:
             conn = self.db.conn()
             # Lines of documents expired at this moment are absent (P41), inside every statement.
+            # One read transaction: the statistics, the candidates, the texts and the digests see one snapshot.
+            # A scrub of erased text may hold new ones back briefly (scrub.READER_HOLD): it needs a moment
+            # with no reader, which recalls that overlap (busy readers, by meaning) never leave.
+            with self._scrubber.readers.reading():
+                return search_in_transaction(conn)
+
+        def search_in_transaction(conn: sqlite3.Connection) -> RecallResult:
             now = _iso(clock.now())
             rows: list[Candidate] = []
             line_count = term_count = 0
             searched: list[tuple[int, tuple[str, ...]]] = []
-            # One read transaction: the statistics, the candidates, the texts and the digests see one snapshot.
             conn.execute("BEGIN")
             try:
                 for partition, tiers in request.scopes():

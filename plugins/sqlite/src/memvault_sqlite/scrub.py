@@ -13,12 +13,14 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Final
 
 from memvault.contract.errors import MemvaultError
 from memvault_sqlite.connection import Database, is_busy
 
-__all__ = ["BACKGROUND_BUSY_MS", "SCRUB_INTERVAL", "Scrubber"]
+__all__ = ["BACKGROUND_BUSY_MS", "READER_HOLD", "SCRUB_INTERVAL", "ReaderGate", "Scrubber"]
 
 log = logging.getLogger("memvault_sqlite")
 
@@ -27,6 +29,59 @@ SCRUB_INTERVAL: Final = 0.25
 #: How long an opportunistic scrub attempt (background, after a write, at open) waits for
 #: readers: short, because a waiting TRUNCATE checkpoint holds back new writers.
 BACKGROUND_BUSY_MS: Final = 10
+#: Seconds the background scrub holds this process's new recalls at the door while the ones in
+#: progress finish, so the checkpoint finds a moment with no reader (recalls that overlap without
+#: a gap, as busy readers' by meaning do, never leave one); a recall waits at most this long.
+READER_HOLD: Final = 0.25
+
+
+class ReaderGate:
+    """This process's recalls in progress, and the scrub's brief hold on new ones (contract P24)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._active = 0
+        self._holding = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a read transaction: waits (at most :data:`READER_HOLD` s) while a scrub holds the door."""
+        with self._cond:
+            deadline = time.monotonic() + READER_HOLD
+            while self._holding:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def held(self, wait: float) -> Iterator[bool]:
+        """Hold new readers back and wait up to ``wait`` s for those in progress to finish.
+
+        :return: (as the context value) whether none is in progress any more.
+        """
+        with self._cond:
+            self._holding = True
+            deadline = time.monotonic() + wait
+            while self._active:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            drained = self._active == 0
+        try:
+            yield drained
+        finally:
+            with self._cond:
+                self._holding = False
+                self._cond.notify_all()
 
 
 class Scrubber:
@@ -37,12 +92,16 @@ class Scrubber:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        #: This process's recalls, which the background scrub holds back briefly (see :data:`READER_HOLD`).
+        self.readers = ReaderGate()
         db.after_fork.append(self._forked)
 
     def _forked(self) -> None:
-        # In a forked child: the thread is gone (the next finish starts one) and the lock may be held.
+        # In a forked child: the thread is gone (the next finish starts one) and the lock may be held;
+        # so may the gate's, and the parent's readers are not the child's.
         self._lock = threading.Lock()
         self._thread = None
+        self.readers = ReaderGate()
 
     def stop(self) -> None:
         """Stop the background attempts (waits up to 2 s for a running one). Idempotent."""
@@ -68,8 +127,9 @@ class Scrubber:
             self._start()
         return done
 
-    def _attempt(self, wait: float, busy_ms: int = 50) -> bool:
-        with self.db.using():
+    def _attempt(self, wait: float, busy_ms: int = 50, hold: bool = False) -> bool:
+        """One attempt; with ``hold``, this process's new recalls wait while those in progress finish."""
+        with self.db.using(), self.readers.held(READER_HOLD) if hold else nullcontext(True):
             return self._attempt_inside(wait, busy_ms)
 
     def _attempt_inside(self, wait: float, busy_ms: int) -> bool:
@@ -122,7 +182,8 @@ class Scrubber:
     def _until_done(self) -> None:
         while not self._stop.wait(SCRUB_INTERVAL):
             try:
-                if self._attempt(0.0, busy_ms=BACKGROUND_BUSY_MS):
+                # The readers of other processes are not held: the checkpoint waits briefly for them.
+                if self._attempt(0.0, busy_ms=BACKGROUND_BUSY_MS, hold=True):
                     return
             except (sqlite3.Error, MemvaultError) as exc:
                 if self.db.swapped is not None:
