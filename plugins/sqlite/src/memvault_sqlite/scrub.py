@@ -47,12 +47,7 @@ class ReaderGate:
     def reading(self) -> Iterator[None]:
         """Around a read transaction: waits (at most :data:`READER_HOLD` s) while a scrub holds the door."""
         with self._cond:
-            deadline = time.monotonic() + READER_HOLD
-            while self._holding:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
+            self._cond.wait_for(lambda: not self._holding, timeout=READER_HOLD)
             self._active += 1
         try:
             yield
@@ -69,13 +64,7 @@ class ReaderGate:
         """
         with self._cond:
             self._holding = True
-            deadline = time.monotonic() + wait
-            while self._active:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            drained = self._active == 0
+            drained = self._cond.wait_for(lambda: self._active == 0, timeout=wait)
         try:
             yield drained
         finally:
