@@ -118,10 +118,10 @@ class Scrubber:
 
     def _attempt(self, wait: float, busy_ms: int = 50, hold: bool = False) -> bool:
         """One attempt; with ``hold``, this process's new recalls wait while those in progress finish."""
-        with self.db.using(), self.readers.held(READER_HOLD) if hold else nullcontext(True):
-            return self._attempt_inside(wait, busy_ms)
+        with self.db.using():
+            return self._attempt_inside(wait, busy_ms, hold)
 
-    def _attempt_inside(self, wait: float, busy_ms: int) -> bool:
+    def _attempt_inside(self, wait: float, busy_ms: int, hold: bool) -> bool:
         # The calling thread's own connection (its schema is loaded already), outside any
         # transaction. A TRUNCATE checkpoint holds back new writers while it waits for
         # readers, so every attempt waits only briefly (busy_ms) and retries sleep in between.
@@ -136,7 +136,9 @@ class Scrubber:
                 try:
                     # In this process's writer turn: our writers queue behind the checkpoint and
                     # the delete instead of meeting them in SQLite's sleeping busy handler.
-                    with self.db.writer("forget"):
+                    # Recalls are held only around the checkpoint, once the writer turn is ours (a long
+                    # write ahead of it must not hold them) and only while an erasure is pending.
+                    with self.db.writer("forget"), self.readers.held(READER_HOLD) if hold else nullcontext(True):
                         busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
                         if not busy:
                             # Every erasure recorded up to `newest` committed before this checkpoint
