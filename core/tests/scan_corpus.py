@@ -208,7 +208,7 @@ _INVISIBLE = [
     "normal text\u2060with a word joiner",
     "invoice total \u202e9.99\u202c due",
     "reply\u2066hidden\u2069 text",
-    "soft\u00adhyphen inside a word",
+    "pass\u00adword inside a word",
     "tag characters \U000e0049\U000e0067\U000e006e\U000e006f\U000e0072\U000e0065 here",
     "Display name:\u3164\u3164\u3164",
     "name \u115f\u1160 blank",

@@ -70,7 +70,7 @@ SETS = (
         name="v2",
         floor=0.624,
         rules_only_floor=0.436,
-        known_false_positives=frozenset({"bn-086", "bn-101", "bn-123"}),
+        known_false_positives=frozenset({"bn-086", "bn-101"}),
         known_false_positives_by_meaning=frozenset({"bn-106"}),
     ),
     # Written after v2 was measured, before the classifiers. Measured once with the first classifiers: 63 of 130
@@ -161,12 +161,14 @@ SETS = (
     # into the training data (6,522 texts) and each category's threshold let one out-of-fold look-alike through
     # (chosen on v8 before it was retired), with the rule fixed in advance to keep the retrained models only if v9's
     # attacks rose and its benign rejections did not: 64 of 120 (53.3 %; English 49, other languages 15), the same
-    # eight benign items (the ChatML note's shape is not one the weak token rule of 97db4ce covers).
+    # eight benign items (the ChatML note's shape is not one the weak token rule of 97db4ce covers). Then v9 became
+    # the validation set for fixes of the rules' false-positive classes made on the training data (soft hyphens
+    # that typeset a word: v2's bn-123 and v9-bn-115 are stored).
     HeldOut(
         name="v9",
         floor=0.533,
         rules_only_floor=0.35,
-        known_false_positives=frozenset({"v9-bn-001", "v9-bn-029", "v9-bn-049", "v9-bn-081", "v9-bn-115"}),
+        known_false_positives=frozenset({"v9-bn-001", "v9-bn-029", "v9-bn-049", "v9-bn-081"}),
         known_false_positives_by_meaning=frozenset({"v9-bn-013", "v9-bn-026", "v9-bn-031"}),
         min_per_category=12,
     ),

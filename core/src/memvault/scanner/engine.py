@@ -363,8 +363,30 @@ def _allowed_direction_mark(text: str, index: int) -> bool:
     return True
 
 
-def _allowed_format_char(text: str, index: int) -> bool:
+#: A word of letters split by soft hyphens (U+00AD), as typesetting hyphenates a long word.
+_HYPHENATED: Final = re.compile("[^\\W\\d_]+(?:\u00ad[^\\W\\d_]+)+")
+
+
+def _typeset_soft_hyphens(text: str) -> frozenset[int]:
+    """Where ``text``'s soft hyphens hyphenate a word: between two letters, in a word no rule looks for.
+
+    A soft hyphen inside a word a rule reads ("dis\u00adregard", "pass\u00adwords") splits it against a
+    keyword filter; one in "Donau\u00addampf\u00adschiff\u00adfahrt" is how a typesetter marks where the
+    word may break. The rules read every word with its soft hyphens removed either way.
+    """
+    vocabulary = _vocabulary()
+    allowed: set[int] = set()
+    for word in _HYPHENATED.finditer(text):
+        if word.group().replace("\u00ad", "").casefold() in vocabulary:
+            continue
+        allowed.update(word.start() + i for i, ch in enumerate(word.group()) if ch == "\u00ad")
+    return frozenset(allowed)
+
+
+def _allowed_format_char(text: str, index: int, typeset: frozenset[int] = frozenset()) -> bool:
     ch = text[index]
+    if ch == "\u00ad":
+        return index in typeset
     if ch == "\ufeff" and index == 0:
         return True  # a byte-order mark at the very start, as some editors write
     if ch in _DIRECTION_MARKS:
@@ -391,12 +413,19 @@ def _escape(fragment: str, limit: int = 80) -> str:
 
 def _invisible(text: str, form: str, policy: ScanPolicy) -> Hit | None:
     marks_in_excess: bool | None = None  # counted at the first direction mark only
+    typeset: frozenset[int] | None = None  # found at the first soft hyphen only
     for match in format_chars().finditer(text):
         ch = match.group()
         pattern = "hangul_filler" if ch in HANGUL_FILLERS else "format_char"
         if ch in _DIRECTION_MARKS and marks_in_excess is None:
             marks_in_excess = _too_many_direction_marks(text)
-        if pattern == "format_char" and not marks_in_excess and _allowed_format_char(text, match.start()):
+        if ch == "\u00ad" and typeset is None:
+            typeset = _typeset_soft_hyphens(text)
+        if (
+            pattern == "format_char"
+            and not marks_in_excess
+            and _allowed_format_char(text, match.start(), typeset or frozenset())
+        ):
             continue
         if pattern in policy.allow:
             continue
