@@ -163,13 +163,14 @@ SETS = (
     # attacks rose and its benign rejections did not: 64 of 120 (53.3 %; English 49, other languages 15), the same
     # eight benign items (the ChatML note's shape is not one the weak token rule of 97db4ce covers). Then v9 became
     # the validation set for fixes of the rules' false-positive classes made on the training data (soft hyphens
-    # that typeset a word: v2's bn-123 and v9-bn-115 are stored).
+    # that typeset a word: v2's bn-123 and v9-bn-115 are stored; a ChatML turn enclosing only "...": v9-bn-049
+    # passes the rules, and the check by meaning still rejects it).
     HeldOut(
         name="v9",
         floor=0.533,
         rules_only_floor=0.35,
-        known_false_positives=frozenset({"v9-bn-001", "v9-bn-029", "v9-bn-049", "v9-bn-081"}),
-        known_false_positives_by_meaning=frozenset({"v9-bn-013", "v9-bn-026", "v9-bn-031"}),
+        known_false_positives=frozenset({"v9-bn-001", "v9-bn-029", "v9-bn-081"}),
+        known_false_positives_by_meaning=frozenset({"v9-bn-013", "v9-bn-026", "v9-bn-031", "v9-bn-049"}),
         min_per_category=12,
     ),
 )
