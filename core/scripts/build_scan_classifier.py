@@ -53,8 +53,8 @@ BENIGN_WEIGHT = 3.0
 FOLDS = 5
 SEED = 36
 #: Held-out sets retired into the training data, each after it was measured and reported and a newer set
-#: was written (``scan_heldout_v9.jsonl`` is held out: never read here).
-RETIRED = tuple(f"scan_heldout_v{n}.jsonl" for n in range(2, 9))
+#: was written (``scan_heldout_v10.jsonl`` is held out: never read here).
+RETIRED = tuple(f"scan_heldout_v{n}.jsonl" for n in range(2, 10))
 #: Per attack category, how many of the benign texts the rules store may score at or above the category's
 #: threshold out of fold: the threshold sits :data:`MARGIN` above the next one. With 0, one look-alike's outlier
 #: score set the threshold for the whole category; with 1, chosen on v8 before it was retired (v9 held out),

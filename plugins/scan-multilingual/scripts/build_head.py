@@ -52,8 +52,18 @@ def _build_module() -> Any:
     return module
 
 
+#: The core's retired held-out sets this head trains on. v9 was retired into the core's training data when
+#: v10 was written; with it this head rejected the same 96 of v10's 120 attacks (41 of 48 in other languages
+#: instead of 42) and the same 9 benign items, so by the rule fixed before training (keep a retrained head only
+#: if the newest set's attacks rise and its benign rejections do not) the head trained on v2 to v8 stays.
+#: Widen this when a retrain measures better on the newest held-out set.
+RETIRED = tuple(f"scan_heldout_v{n}.jsonl" for n in range(2, 9))
+
+
 def rows(build: Any) -> list[tuple[str, str, str]]:
-    """(class, language, text): the core's training rows, then this plugin's ``tests/data/train_*.jsonl``."""
+    """(class, language, text): the core's training rows (of the retired sets, :data:`RETIRED`), then this
+    plugin's ``tests/data/train_*.jsonl``."""
+    build.RETIRED = tuple(name for name in build.RETIRED if name in RETIRED)
     out = list(build.rows())
     for path in sorted(DATA.glob("train_*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
