@@ -95,6 +95,7 @@ def test_erasure_is_pending_while_an_old_snapshot_can_see_the_rows_then_a_retry_
         result = vault.forget(memvault.ForgetRequest(workspace_id="w1", data_subject_id="subject-p"))
         assert (result.removed, result.pending) == (1, True)  # never a silent "complete"
         assert body(vault) == ""  # the rows are gone for every new reader
+        assert vault.health().pending_erasures == 1  # one forget, however many shards it waits for
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -102,6 +103,7 @@ def test_erasure_is_pending_while_an_old_snapshot_can_see_the_rows_then_a_retry_
     assert cluster.files_containing(secret.encode()), "the old snapshot kept the row versions on disk"
     retry = vault.forget(memvault.ForgetRequest(workspace_id="w1", data_subject_id="subject-p"))
     assert (retry.removed, retry.pending) == (0, False)  # the retry finishes the recorded erasure
+    assert vault.health().pending_erasures == 0
     _flush(cluster)
     assert cluster.files_containing(secret.encode()) == []
 

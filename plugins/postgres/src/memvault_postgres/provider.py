@@ -1117,12 +1117,19 @@ class PostgresProvider:
                 overdue = conn.execute(
                     "SELECT count(*) FROM documents WHERE purge_at IS NOT NULL AND purge_at <= %s", (clock.now(),)
                 ).fetchone()
+                # Erasures whose shards still wait for their rewrite (P24). One forget records its shards in
+                # one transaction (one requested_at); a later one that needs the same shard takes it over.
+                pending = conn.execute("SELECT count(DISTINCT requested_at) FROM erasures").fetchone()
         except psycopg.Error as exc:
             if self._health_conn is not None and (self._health_conn.broken or self._health_conn.closed):
                 self._health_conn.close()
                 self._health_conn = None
             return HealthStatus(ok=False, message=_health_message(exc, self.where, self.schema))
-        return HealthStatus(ok=True, retention_overdue=int(overdue[0]) if overdue else 0)
+        return HealthStatus(
+            ok=True,
+            retention_overdue=int(overdue[0]) if overdue else 0,
+            pending_erasures=int(pending[0]) if pending else 0,
+        )
 
     # -- memory over time (P41-P45) -------------------------------------------
 
