@@ -165,13 +165,16 @@ SETS = (
     # the validation set for fixes of the rules' false-positive classes made on the training data (soft hyphens
     # that typeset a word: v2's bn-123 and v9-bn-115 are stored; a ChatML turn enclosing only "...": v9-bn-049
     # passes the rules, and the check by meaning still rejects it). Retired into the training data when v10 was
-    # written (two of its look-alikes rejected by meaning are stored since).
+    # written (two of its look-alikes rejected by meaning are stored since). Then a secret sent as the credential
+    # of its own site (curl -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.com/...) was made no
+    # exfiltration on the training data (v9-bn-029 passes the rules; the check by meaning's intents still reject
+    # it: 0.63 similar to a known attack).
     HeldOut(
         name="v9",
         floor=0.533,
         rules_only_floor=0.35,
-        known_false_positives=frozenset({"v9-bn-001", "v9-bn-029", "v9-bn-081"}),
-        known_false_positives_by_meaning=frozenset({"v9-bn-031", "v9-bn-049"}),
+        known_false_positives=frozenset({"v9-bn-001", "v9-bn-081"}),
+        known_false_positives_by_meaning=frozenset({"v9-bn-029", "v9-bn-031", "v9-bn-049"}),
         min_per_category=12,
     ),
     # Written on 2026-12-05 after everything above, by a writer who read nothing in the repository (34 languages);

@@ -24,6 +24,7 @@ import functools
 import math
 import re
 import unicodedata
+import urllib.parse
 from collections.abc import Generator, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any, Final
@@ -688,6 +689,8 @@ def _run(
             host = _MATCH_HOST.search(match.group())
             if host is not None and host_allowed(host.group(1), policy.allowed_hosts):
                 continue
+        if match is not None and rule.pattern in _CREDENTIAL_RULES:
+            match = next((m for m in rule.regex.finditer(target) if not _own_credential(rule, target, m, policy)), None)
         if match is not None:
             # A rule whose condition reads the whole text (``^(?!...)...``) marks what it found as ``at``: the hit's
             # span and excerpt are that, not the text from its start (a recall's joined hits are withheld by span).
@@ -705,6 +708,58 @@ def _run(
 
 
 _MATCH_HOST: Final = re.compile(r"(?i)https?://([^/\s?#'\"<>()\[\]:@]+)")
+
+#: Rules on a command that carries a secret: one whose only secret is the request's own credential, for the
+#: host that issued it, is the command using the secret, not sending it away (:func:`_own_credential`).
+_CREDENTIAL_RULES: Final = frozenset({"curl_secret", "wget_secret"})
+#: A secret variable as a request's credential header: ``Authorization: Bearer $GITHUB_TOKEN``.
+_CREDENTIAL_HEADER: Final = re.compile(
+    r"(?i)(?:authorization:\s*(?:bearer|token|basic)\s+|(?:x-api-key|api-key|private-token|x-auth-token):\s*)"
+    r"\$\{?(?P<var>[A-Za-z_]\w*)\}?"
+)
+_COMMAND_END: Final = re.compile(r"(?<!\\)\n|[;&|]|\b(?:curl|wget)\b")
+_COMMAND_URL: Final = re.compile(r"(?i)https?://[^\s'\"<>`]+")
+#: Second-level labels under which a country's sites register (``github.co.uk``: the site is ``github``).
+_SECOND_LEVELS: Final = frozenset({"co", "com", "org", "net", "ac", "gov", "edu", "or", "ne"})
+
+
+def _site(host: str) -> str:
+    """The label a host's site registered (``api.github.com`` -> ``github``; ``github.com.evil.net`` -> ``evil``)."""
+    labels = host.lower().rstrip(".").split(".")
+    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVELS:
+        return labels[-3]
+    return labels[-2] if len(labels) >= 2 else labels[0]
+
+
+def _own_credential(rule: Rule, target: str, match: re.Match[str], policy: ScanPolicy) -> bool:
+    """Whether the command ``match`` found sends no secret but its credential header, to the issuer's host.
+
+    Every secret of the command is a variable in a credential header, each named for the site of every URL
+    of the command (``$GITHUB_TOKEN`` to ``api.github.com``) or every URL's host is on ``[scan]
+    allowed_hosts``. A generic name (``$TOKEN``) names no site: it still fires, as does a credential sent to
+    another host (``github.com.evil.net``, ``github.com@evil.net``) or any other secret in the command.
+    """
+    # The command: up to the line's end, a separator (;, &, |) or the next curl or wget, which their own match
+    # judges (so each part of the text is read once or twice, however many commands a line holds).
+    end = _COMMAND_END.search(target, match.start() + 4)
+    command = target[match.start() : end.start() if end is not None else len(target)]
+    names = [m.group("var").lower() for m in _CREDENTIAL_HEADER.finditer(command)]
+    if not names or rule.regex.search(_CREDENTIAL_HEADER.sub("credential", command)) is not None:
+        return False
+    hosts = []
+    for url in _COMMAND_URL.findall(command):
+        try:
+            host = urllib.parse.urlsplit(url).hostname
+        except ValueError:
+            return False
+        if not host:
+            return False
+        hosts.append(host)
+    if not hosts:
+        return False
+    if policy.allowed_hosts and all(host_allowed(host, policy.allowed_hosts) for host in hosts):
+        return True
+    return all(_site(host) in name.split("_") for host in hosts for name in names)
 
 
 def _urls(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> None:

