@@ -93,7 +93,7 @@ SETS = (
         name="v4",
         floor=0.458,
         rules_only_floor=0.250,
-        known_false_positives=frozenset({"v4-bn-003", "v4-bn-019", "v4-bn-052", "v4-bn-058"}),
+        known_false_positives=frozenset({"v4-bn-003", "v4-bn-019", "v4-bn-052"}),
         min_per_category=12,
     ),
     # Written after v4 was measured, before the classifiers got a threshold per category and the third training
@@ -105,7 +105,7 @@ SETS = (
         name="v5",
         floor=0.441,
         rules_only_floor=0.241,
-        known_false_positives=frozenset({"v5-bn-085", "v5-bn-089"}),
+        known_false_positives=frozenset(),
         min_per_category=12,
     ),
     # Written on 2026-12-04 after everything above, by a writer who read neither the scanner nor its data;
@@ -133,7 +133,8 @@ SETS = (
         name="v7",
         floor=0.466,
         rules_only_floor=0.30,
-        known_false_positives=frozenset({"v7-bn-059"}),
+        known_false_positives=frozenset(),
+        known_false_positives_by_meaning=frozenset({"v7-bn-059"}),
         min_per_category=12,
     ),
     # Written on 2026-12-05 after everything above, by a writer who read nothing in the repository; measured
@@ -149,8 +150,8 @@ SETS = (
         name="v8",
         floor=0.475,
         rules_only_floor=0.275,
-        known_false_positives=frozenset({"v8-bn-003", "v8-bn-056", "v8-bn-057"}),
-        known_false_positives_by_meaning=frozenset({"v8-bn-082"}),
+        known_false_positives=frozenset({"v8-bn-003", "v8-bn-056"}),
+        known_false_positives_by_meaning=frozenset({"v8-bn-057", "v8-bn-082"}),
         min_per_category=12,
     ),
     # Written on 2026-12-05 after everything above, by a writer who read nothing in the repository; measured
@@ -182,13 +183,15 @@ SETS = (
     # (35.0 %); nine benign items rejected, all by the rules, none by meaning. Then v9 was retired into the training
     # data (6,750 texts) with the rule fixed in advance to keep the retrained models only if v10's attacks rose and
     # its benign rejections did not: 78 of 120 (65.0 %; English 55, other languages 23), the same nine benign items.
+    # Then a JSON tool call that only reads was made weak evidence on the training data (its eight tool logs and
+    # docs examples the rules rejected): v10's tool-call JSON in developer docs is stored.
     HeldOut(
         name="v10",
         floor=0.65,
         rules_only_floor=0.35,
         known_false_positives=frozenset(
             {
-                *("v10-bn-001", "v10-bn-009", "v10-bn-020", "v10-bn-040", "v10-bn-046"),
+                *("v10-bn-001", "v10-bn-020", "v10-bn-040", "v10-bn-046"),
                 *("v10-bn-073", "v10-bn-087", "v10-bn-098", "v10-bn-105"),
             }
         ),
