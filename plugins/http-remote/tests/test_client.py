@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +18,7 @@ from httpremote_support import PARITY_TOKEN, ServerProcess, child_env
 
 import memvault
 from memvault.contract.errors import InvalidRequest
+from memvault_http_remote.client import HttpRemoteProvider
 from memvault_http_remote.errorwire import decode_error
 
 RECALL = memvault.RecallRequest(workspace_id="parity-client", agent_id="a1", query="anything")
@@ -253,3 +257,78 @@ def test_quarantine_of_another_workspace_is_refused(served: ServerProcess) -> No
         pytest.raises(memvault.Unauthorized),
     ):
         vault.plugin_manager.hook.memvault_quarantine_list(workspace_id="someone-else")
+
+
+class CapabilitiesServer:
+    """127.0.0.1: ``GET /v1/capabilities`` answers ``answer`` as JSON (a service of some release); counts the asks."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        body = json.dumps(answer).encode()
+        asked = self.asked = [0]
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                asked[0] += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the standard library's name
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("meaning", "expected"),
+    [
+        ({}, None),  # a service from before the field: by words
+        ({"recall_by_meaning": None}, None),
+        ({"recall_by_meaning": {"embedder": "minilm", "model_id": "m@1"}}, ("minilm", "m@1")),
+    ],
+    ids=["older-service", "by-words", "by-meaning"],
+)
+def test_recall_embedder_reads_the_services_answer_once(
+    meaning: dict[str, Any], expected: tuple[str, str] | None
+) -> None:
+    """The capabilities answer says whether the service recalls by meaning; the rest of it reads as before."""
+    service = CapabilitiesServer({"provider": "sqlite", "capabilities": ["vectors", "idempotent_writes"], **meaning})
+    try:
+        provider = HttpRemoteProvider(service.url, timeout=2.0)
+        try:
+            assert provider.recall_embedder() == expected
+            assert provider.recall_embedder() == expected
+            assert provider.honours_idempotency_keys()
+        finally:
+            provider.close()
+    finally:
+        service.close()
+    assert service.asked == [1]  # asked once, remembered
+
+
+def test_recall_embedder_of_an_unreachable_service_raises_and_asks_again() -> None:
+    """ "Cannot tell" is never read as "by words": it raises, and the next call asks again."""
+    provider = HttpRemoteProvider(f"http://127.0.0.1:{_closed_port()}", timeout=1.0)
+    try:
+        for _ in range(2):
+            with pytest.raises(memvault.UpstreamError, match="capabilities"):
+                provider.recall_embedder()
+    finally:
+        provider.close()
+
+
+def test_the_session_server_recalls_by_words(served: ServerProcess) -> None:
+    """Its config turns the embedder off (write_config), so its recalls rank by words."""
+    provider = HttpRemoteProvider(served.url, token=PARITY_TOKEN)
+    try:
+        assert provider.recall_embedder() is None
+    finally:
+        provider.close()

@@ -112,6 +112,25 @@ def test_real_responses_match_the_document(
         jsonschema.Draft202012Validator(schema).validate(response.json())
 
 
+@pytest.mark.parametrize("embedder", ["off", "concepts"])
+def test_capabilities_say_whether_recall_ranks_by_meaning(embedder: str) -> None:
+    """``recall_by_meaning`` names the service's embedder (its vault has one, its provider keeps vectors), else
+    null; both answers match the document."""
+    from memvault_parity.vectors import ConceptEmbedder
+
+    vault = memvault.open("memory", embedder=ConceptEmbedder() if embedder == "concepts" else "off")
+    tokens = TokenStore([TokenEntry(name="t", sha256=hash_token(TOKEN), workspaces=["w-*"])])
+    with TestClient(create_app(vault, ServerSettings(), tokens)) as test_client:
+        document = test_client.get("/v1/openapi.json").json()
+        answer = test_client.get("/v1/capabilities", headers=AUTH).json()
+    vault.close()
+    schema = _response_schema(document, "/v1/capabilities", "GET", 200)
+    assert schema is not None
+    jsonschema.Draft202012Validator(schema).validate(answer)
+    expected = {"embedder": "parity-concepts", "model_id": "parity-concepts-1"} if embedder == "concepts" else None
+    assert answer["recall_by_meaning"] == expected
+
+
 def test_the_calls_above_cover_every_status_class_of_the_service(client: Any) -> None:
     """The list above is not trivially green: it provokes 200, 400, 401, 403, 409, 413 and 422."""
     statuses = {client.request(m, p, json=b, headers=h).status_code for m, p, b, h in CALLS}

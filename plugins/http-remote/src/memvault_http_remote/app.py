@@ -9,7 +9,7 @@ Routes (all under ``/v1``; bodies and results are the :mod:`memvault.contract.wi
 ``/v1/read``               POST    :class:`~memvault.ReadRequest` -> ``ReadResult``
 ``/v1/forget``             POST    :class:`~memvault.ForgetRequest` -> ``ForgetResult``
 ``/v1/health``             GET     ``HealthStatus``; no token needed, nothing about tenants
-``/v1/capabilities``       GET     the provider's name and declared capabilities
+``/v1/capabilities``       GET     the provider's name and capabilities; ``recall_by_meaning`` (embedder or null)
 ``/v1/documents/list``     POST    :class:`~memvault.ListDocumentsRequest` -> ``ListDocumentsResult``
 ``/v1/quarantine/keep``    POST    ``QuarantineRecord`` -> ``{"kept": bool}``
 ``/v1/quarantine/list``    POST    ``{"workspace_id"}`` -> ``{"records": [...] | null}``
@@ -510,8 +510,20 @@ class _Service:
             await anyio.sleep(slot - now)
 
     async def capabilities(self, request: Request) -> Response:
+        """The provider's name and capabilities, and how this service ranks a recall: ``recall_by_meaning``
+        names the embedder it fuses meaning in with (P36: its vault has one and the provider declares
+        ``vectors``), ``null`` when it recalls by words alone. A client of an older service, which sends no
+        such field, reads it as by words."""
         self.authenticate(request)
-        return JSONResponse({"provider": self.vault.name, "capabilities": sorted(self.vault.capabilities)})
+        embedder = self.vault.embedder
+        meaning = None if embedder is None else {"embedder": embedder.name, "model_id": embedder.model_id}
+        return JSONResponse(
+            {
+                "provider": self.vault.name,
+                "capabilities": sorted(self.vault.capabilities),
+                "recall_by_meaning": meaning,
+            }
+        )
 
     async def list_documents(self, request: Request) -> Response:
         """Listing one workspace needs a token bound to it; listing every workspace needs a token for ``*``."""

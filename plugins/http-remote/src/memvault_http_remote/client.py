@@ -293,6 +293,21 @@ class _Pool:
             raise failure
 
 
+def _recall_by_meaning(data: Any) -> tuple[str, str] | None:
+    """``recall_by_meaning`` of a ``GET /v1/capabilities`` answer as ``(embedder, model_id)``; ``None`` when it
+    is ``null`` or absent (a service older than the field recalls by words).
+
+    :raises TypeError: the field is there but not an object of two strings.
+    """
+    meaning = data.get("recall_by_meaning")
+    if meaning is None:
+        return None
+    embedder, model_id = meaning["embedder"], meaning["model_id"]
+    if not isinstance(embedder, str) or not isinstance(model_id, str):
+        raise TypeError("recall_by_meaning names no embedder")
+    return embedder, model_id
+
+
 def _readable(sock: socket.socket) -> bool:
     """Whether an idle connection has something to read: the server closed it (or misbehaves)."""
     try:
@@ -371,6 +386,8 @@ class HttpRemoteProvider:
         self.retry_deadline = float(retry_deadline)
         #: The service's provider's capabilities, once ``GET /v1/capabilities`` answered (``None``: not yet).
         self._service_capabilities: frozenset[str] | None = None
+        #: The embedder the service's recall ranks by meaning with, from the same answer (``None``: by words).
+        self._service_embedder: tuple[str, str] | None = None
         self._prefix = parts.path.rstrip("/")
         self._headers = {
             "Accept": "application/json",
@@ -538,11 +555,29 @@ class HttpRemoteProvider:
             if status not in (200, 404, 405):
                 return None  # a token refused, the service failing: ask again next time
             try:
-                names = json.loads(raw)["capabilities"] if status == 200 else []
-                self._service_capabilities = frozenset(str(c) for c in names)
+                data = json.loads(raw) if status == 200 else {"capabilities": []}
+                names = frozenset(str(c) for c in data["capabilities"])
+                self._service_embedder = _recall_by_meaning(data)
+                self._service_capabilities = names
             except (ValueError, KeyError, TypeError):
                 self._service_capabilities = frozenset()
         return self._service_capabilities
+
+    def recall_embedder(self) -> tuple[str, str] | None:
+        """The embedder the service ranks this client's recalls by meaning with, as ``(name, model_id)``
+        (``recall_by_meaning`` in ``GET /v1/capabilities``; contract P36), or ``None`` when the service
+        recalls by words alone, as a service too old to send the field does. Asked once with the
+        capabilities and remembered (a service restarted with another embedder is noticed by a new client).
+
+        A hit found by meaning alone has ``lexical == 0`` (P39); the parity suite asks this to know which
+        recalls may return such hits.
+
+        :raises UpstreamError: the service cannot be asked now (``UpstreamTimeout``, ``Unauthorized`` as
+            :meth:`remote_capabilities` raises them); asked again next time.
+        """
+        if self.service_capabilities() is None:
+            self.remote_capabilities()  # raises what went wrong, or answers now and remembers it
+        return self._service_embedder
 
     def honours_idempotency_keys(self) -> bool:
         """Whether the service's provider records idempotency keys (P44), so a retain may carry one."""
@@ -911,9 +946,13 @@ class HttpRemoteProvider:
             raise decode_error(status, body, where)
         try:
             data = json.loads(raw)
-            return str(data["provider"]), frozenset(str(c) for c in data["capabilities"])
+            name, names = str(data["provider"]), frozenset(str(c) for c in data["capabilities"])
+            embedder = _recall_by_meaning(data)
         except (ValueError, KeyError, TypeError) as exc:
             raise UpstreamError(f"{where} sent an answer memvault cannot read") from exc
+        self._service_embedder = embedder
+        self._service_capabilities = names
+        return name, names
 
     def close(self) -> None:
         """Close the pooled connections.

@@ -399,7 +399,24 @@ _SCHEMAS: Final[dict[str, Any]] = {
         ["ok", "message", "checked_at"],
     ),
     "Capabilities": _obj(
-        {"provider": {"type": "string"}, "capabilities": {"type": "array", "items": {"type": "string"}}},
+        {
+            "provider": {"type": "string"},
+            "capabilities": {"type": "array", "items": {"type": "string"}},
+            "recall_by_meaning": {
+                "oneOf": [
+                    _obj(
+                        {
+                            "embedder": {"type": "string", "description": "the embedder's registered name"},
+                            "model_id": {"type": "string", "description": "its exact model (P38)"},
+                        },
+                        ["embedder", "model_id"],
+                    ),
+                    {"type": "null"},
+                ],
+                "description": "the embedder this service's recall fuses meaning in with (P36), or null: it "
+                "recalls by words alone. Absent from an older service: read it as null",
+            },
+        },
         ["provider", "capabilities"],
     ),
     "ListDocumentsRequest": _obj(
@@ -600,7 +617,7 @@ def _build() -> dict[str, Any]:
             "/v1/capabilities": {
                 "get": {
                     "operationId": "capabilities",
-                    "summary": "The provider's name and declared capabilities",
+                    "summary": "The provider's name and declared capabilities, and whether recall ranks by meaning",
                     "security": [{"bearer": []}],
                     "responses": {
                         "200": _ok("Capabilities", "name and capabilities"),
