@@ -192,6 +192,8 @@ class SuiteBase:
 
         Without an embedder: recall by meaning is tested by :class:`memvault_parity.vectors.VectorTests`,
         with embedders it chooses, so every other test ranks by words alone, as the contract lines it checks say.
+        A provider whose recall is ranked at its other end (a memory service with an embedder) may still fuse
+        meaning in: :meth:`find` then holds the hits found by meaning alone to P36 and leaves them out.
         """
         return memvault.open(self._provider_name(), embedder="off", **settings)
 
@@ -212,6 +214,21 @@ class SuiteBase:
         return vault.retain(retain_request(ws, content, **fields))
 
     @staticmethod
+    def recall_embedder(vault: memvault.Vault) -> str | None:
+        """The embedder ``vault``'s recall ranks by meaning with, as ``"name (model id)"``; ``None``: by words
+        alone (contract P36).
+
+        The vault's own embedder (``vault.embedder``), else the one ranking the provider's recall at its other
+        end: a provider whose recall runs elsewhere (a memory service's client, such as ``http-remote``) tells
+        it with an optional method ``recall_embedder()`` returning ``(name, model_id)`` or ``None``. A provider
+        without the method, or a service too old to say, ranks by words.
+        """
+        own = vault.embedder
+        if own is not None:
+            return f"{own.name} ({own.model_id})"
+        return _upstream_embedder(vault)
+
+    @staticmethod
     def find(
         vault: memvault.Vault,
         ws: str,
@@ -221,14 +238,34 @@ class SuiteBase:
         crew: str = "",
         tier: str = "",
         limit: int = 20,
+        settled: bool = True,
     ) -> list[memvault.RecallSnippet]:
+        """The hits of a recall in workspace ``ws``: all of them, when it ranks by words (as the suite's vaults do).
+
+        When the provider's recall is ranked by meaning at its other end though the vault has no embedder (a
+        memory service with one, :meth:`recall_embedder`), a line sharing no term with ``query`` may come back
+        (P36 widens P17). Each such hit (``lexical == 0``, P39) must be what P36 allows: a similarity above
+        ``memvault.search.SIMILARITY_FLOOR``, a score of at most 0.49, and, read back, a live line of a document
+        the request may search (so no expired, erased, replaced or other partition's text); it is then left out,
+        and the test's assertions hold for the hits that share a term, as they do by words. ``settled=False``:
+        other threads change the store meanwhile, so those hits are checked without reading them back.
+        """
         result = vault.recall(
             memvault.RecallRequest(
                 workspace_id=ws, agent_id=agent, crew_id=crew, query=query, tier=tier or None, limit=limit
             )
         )
         assert isinstance(result.hits, list), "P18: hits is always a list"
-        return result.hits
+        upstream = None if vault.embedder is not None else _upstream_embedder(vault)
+        if upstream is None:
+            return result.hits
+        found_by_words = []
+        for hit in result.hits:
+            if hit.lexical != 0.0:  # None: not fused; above 0: it shares a term
+                found_by_words.append(hit)
+                continue
+            _check_found_by_meaning(vault, hit, upstream, ws=ws, agent=agent, crew=crew, tier=tier, read_back=settled)
+        return found_by_words
 
     @staticmethod
     def body(
@@ -310,6 +347,62 @@ class SuiteBase:
         assert not offenders, (
             "standard parity tests may be overridden only with @pytest.mark.xfail(reason=...): " + ", ".join(offenders)
         )
+
+
+def _upstream_embedder(vault: memvault.Vault) -> str | None:
+    """The embedder the provider says ranks its recall at its other end (``recall_embedder()``), named."""
+    ask = getattr(vault.provider, "recall_embedder", None)
+    if not callable(ask):
+        return None
+    answer = ask()
+    if answer is None:
+        return None
+    name, model_id = answer
+    return f"{name} ({model_id})"
+
+
+def _label_place(label: str) -> tuple[str, str]:
+    """The tier and key of a document label (P4)."""
+    if label.startswith(("daily/", "peers/")):
+        tier, _, rest = label.partition("/")
+        return tier, rest.removesuffix(".md")
+    return label.removesuffix(".md"), ""
+
+
+def _check_found_by_meaning(
+    vault: memvault.Vault,
+    hit: memvault.RecallSnippet,
+    embedder: str,
+    *,
+    ws: str,
+    agent: str,
+    crew: str,
+    tier: str,
+    read_back: bool,
+) -> None:
+    """A hit sharing no term with the query, from a recall that ``embedder`` ranks, is one P36 allows."""
+    from memvault.search import SIMILARITY_FLOOR
+
+    where = f"{hit.source} line {hit.line}, found by meaning alone (the recall is ranked with {embedder})"
+    similarity = -1.0 if hit.similarity is None else hit.similarity
+    assert similarity > SIMILARITY_FLOOR, (
+        f"P36/P39: {where}: its similarity {hit.similarity} is not above the floor {SIMILARITY_FLOOR}"
+    )
+    assert 0.0 < hit.score <= 0.49, f"P36: {where}: scores {hit.score}, not in (0, 0.49]"
+    assert LABEL_SHAPE.fullmatch(hit.source), f"P4: {where}: not a document label"
+    hit_tier, key = _label_place(hit.source)
+    assert not tier or hit_tier == tier, f"P16/P38: {where}: outside the tier {tier} searched"
+    assert crew if hit_tier == "CREW" else agent, f"P16/P38: {where}: a tier the request does not search"
+    if not read_back:
+        return
+    body = SuiteBase.body(vault, ws, tier=hit_tier, agent=agent, crew=crew, key=key)
+    lines = body.split("\n")
+    text = lines[hit.line - 1] if 0 < hit.line <= len(lines) else None
+    assert text is not None, f"P18/P38: {where}: the document the request searches has no such line: {body!r}"
+    assert hit.snippet in text, (
+        f"P36/P38: {where}: {hit.snippet!r} is not the text of that line of the document the request searches, "
+        f"which reads {body!r}"
+    )
 
 
 def child_env() -> dict[str, str]:

@@ -79,7 +79,7 @@ class ConcurrencyTests(SuiteBase):
             barrier.wait(timeout=10)
             for k in range(15):
                 self.put(vault, ws, f"thread{i} note{k}\n", tier="peers", key=peer)
-                hits = self.find(vault, ws, f"thread{i}", tier="peers")
+                hits = self.find(vault, ws, f"thread{i}", tier="peers", settled=False)
                 assert len(hits) == k + 1
                 assert {h.source for h in hits} == {f"peers/{peer}.md"}
                 assert self.body(vault, ws, tier="peers", key=peer).count("\n") == k + 1

@@ -98,15 +98,17 @@ class ServerProcess:
             return self.proc.wait(5)
 
 
-def write_config(root: Path, provider: str, extra_server: str = "") -> Path:
+def write_config(root: Path, provider: str, extra_server: str = "", *, embedder: str = "off") -> Path:
     settings = f'[providers.sqlite]\npath = "{root / "served.db"}"\n' if provider == "sqlite" else ""
     config = root / "memvault.toml"
-    # The service ranks by words alone, as the parity suite's own vaults do (they open with embedder="off"; its
-    # vector tests bring embedders of their own), whether or not memvault-embed-minilm is installed here.
+    # By default the service ranks by words alone, as the parity suite's own vaults do (they open with
+    # embedder="off"; its vector tests bring embedders of their own), whether or not memvault-embed-minilm is
+    # installed here; test_parity_by_meaning.py serves with embedder="minilm" (start it with
+    # drop_env=("MEMVAULT_EMBEDDER",): the parity envs set it to off).
     config.write_text(
         f'provider = "{provider}"\n'
         f"{settings}"
-        '[embed]\nembedder = "off"\n'
+        f'[embed]\nembedder = "{embedder}"\n'
         "[server]\n"
         "port = 0\n"
         f"{extra_server}"

@@ -34,6 +34,11 @@ class TestHttpRemoteParity(ProviderSuite):
         assert name == "sqlite"
         assert {Capability.CASCADE_FORGET, Capability.QUARANTINE} <= capabilities
 
+    def test_the_suite_reads_that_the_session_server_recalls_by_words(self, vault: memvault.Vault) -> None:
+        """Its config turns the embedder off, so ``find`` returns every hit, as by words (test_parity_by_meaning.py
+        runs the suite against a service recalling by meaning)."""
+        assert self.recall_embedder(vault) is None
+
     def test_acknowledged_writes_survive_kill_9_of_the_server(self, tmp_path: Path) -> None:
         """P11 over the wire: writes acknowledged before the server is SIGKILLed are there after a restart."""
         config = write_config(tmp_path, "sqlite")
