@@ -740,6 +740,23 @@ class Vault:
         except Exception as exc:
             raise _wrap(exc, self.name, hook_name.removeprefix("memvault_")) from exc
 
+    def health_probe(self) -> HealthStatus:
+        """The provider's health probe with what the vault adds to it (the embedding backlog), in the caller's
+        thread and without a deadline: for a caller that keeps a deadline of its own (``memvault serve``
+        probes in a thread under ``health_timeout``). :meth:`health` is this under :attr:`health_timeout`.
+
+        Raises what the provider's probe raises; a probe that answers anything but a ``HealthStatus`` is
+        reported unhealthy.
+        """
+        status = self._hook.memvault_health()
+        if not isinstance(status, HealthStatus):
+            return HealthStatus(
+                ok=False, message=f"provider {self.name!r} returned {type(status).__name__} from health"
+            )
+        if self.embedding is not None and status.ok:
+            status = attrs.evolve(status, embedding_backlog=self.embedding.backlog())
+        return status
+
     @traced("health")
     def health(self) -> HealthStatus:
         """Probe the provider under a hard deadline; never raises, never blocks past it (P25-P27)."""
@@ -747,13 +764,7 @@ class Vault:
 
         def probe() -> None:
             try:
-                status = self._hook.memvault_health()
-                if not isinstance(status, HealthStatus):
-                    status = HealthStatus(
-                        ok=False, message=f"provider {self.name!r} returned {type(status).__name__} from health"
-                    )
-                elif self.embedding is not None and status.ok:
-                    status = attrs.evolve(status, embedding_backlog=self.embedding.backlog())
+                status = self.health_probe()
             except Exception as exc:  # noqa: BLE001 - health reports, never raises
                 status = HealthStatus(ok=False, message=f"health check failed: {type(exc).__name__}: {exc}")
             outcome.append(status)

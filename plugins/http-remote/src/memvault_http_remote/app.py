@@ -237,12 +237,10 @@ class _Service:
         self.provider_calls = ProviderCalls(settings, log=log)
         #: The outermost layer (set by :func:`create_app`): a batch takes its extra slots from it.
         self.gate: RequestGate | None = None
-        # The provider's hook itself, under the service's own deadline (health_timeout): the
-        # vault's in-process deadline (0.2 s) would read a busy process as a failing store.
+        # The vault's probe (the provider's hook and the embedding backlog) under the service's own deadline
+        # (health_timeout): the vault's in-process deadline (0.2 s) would read a busy process as a failing store.
         self.health_next = 0.0
-        self.health_cache = _HealthCache(
-            vault.plugin_manager.hook.memvault_health, settings.health_interval, settings.health_timeout
-        )
+        self.health_cache = _HealthCache(vault.health_probe, settings.health_interval, settings.health_timeout)
 
     # -- checks ----------------------------------------------------------------
 
