@@ -16,7 +16,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from busy_readers import Readers
 from httpremote_support import ServerProcess, memvault_command
 
 import memvault
@@ -141,39 +141,9 @@ class Service:
         return first, retries
 
 
-class Readers:
-    """Eight clients recalling the large partition in a loop, each with its own token."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.stop = threading.Event()
-        self.done = [0] * READERS
-        self.failures: list[str] = []
-        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(READERS)]
-
-    def _run(self, n: int) -> None:
-        with httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKENS[n]}"}, timeout=DEADLINE) as c:
-            while not self.stop.is_set():
-                response = c.post("/v1/recall", json={"workspace_id": WORKSPACE, "agent_id": "a1", "query": QUERY})
-                if response.status_code != 200:
-                    self.failures.append(f"{response.status_code} {response.text[:200]}")
-                    return
-                self.done[n] += 1
-
-    def __enter__(self) -> Readers:
-        for thread in self.threads:
-            thread.start()
-        deadline = time.monotonic() + DEADLINE
-        while min(self.done) == 0 and time.monotonic() < deadline and not self.failures:
-            time.sleep(0.05)  # every reader has finished one recall: all eight are busy now
-        assert not self.failures, self.failures
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(DEADLINE)
-        assert not self.failures, self.failures
+def readers(url: str) -> Readers:
+    """Eight clients recalling the partition in a loop, each with its own token."""
+    return Readers(url, TOKENS[:READERS], WORKSPACE, QUERY, DEADLINE)
 
 
 HOLDER = textwrap.dedent(
@@ -215,7 +185,7 @@ def service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 def test_subject_erasure_under_busy_readers_is_never_reported_complete_with_residue(service: Service) -> None:
     pending_seen = 0
-    with Readers(service.server.url):
+    with readers(service.server.url):
         for n in range(2):
             marker = f"zqxbusyreaders{n}marker"
             service.retain(f"{marker} lives at 4 Elm Street\n", key=f"busy-{n}", subject=f"busy-subject-{n}")
@@ -242,7 +212,7 @@ def test_pending_erasure_shows_in_health_and_a_retry_finishes_it(service: Servic
         assert holder.stdout is not None
         assert holder.stdin is not None
         assert holder.stdout.readline().strip() == "holding"
-        with Readers(service.server.url):
+        with readers(service.server.url):
             first = service.forget("held-subject")
             assert first == {"removed": 1, "pending": True}
             deadline = time.monotonic() + DEADLINE
@@ -270,7 +240,7 @@ def test_document_of_two_subjects_is_erased_for_the_first_under_busy_readers(ser
     marker = b"zqxtwosubjectsmarker"
     service.retain(f"{marker.decode()} first words\n", key="shared", subject="user-43")
     service.retain("second words\n", key="shared", subject="user-44")
-    with Readers(service.server.url):
+    with readers(service.server.url):
         first, _ = service.erase_until_complete("user-43", marker)
         assert first["removed"] == 1
         assert service.read("shared") == ""

@@ -16,7 +16,6 @@ answers, so it never answers ``pending`` (docs/operators/local-disk.md).
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from busy_readers import Readers
 from httpremote_support import ServerProcess, memvault_command
 
 import memvault
@@ -164,39 +164,9 @@ class Service:
         return took
 
 
-class Readers:
+def readers(url: str) -> Readers:
     """Eight clients recalling the partition in a loop, each with its own token."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.stop = threading.Event()
-        self.done = [0] * READERS
-        self.failures: list[str] = []
-        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(READERS)]
-
-    def _run(self, n: int) -> None:
-        with httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKENS[n]}"}, timeout=DEADLINE) as c:
-            while not self.stop.is_set():
-                response = c.post("/v1/recall", json={"workspace_id": WORKSPACE, "agent_id": "a1", "query": QUERY})
-                if response.status_code != 200:
-                    self.failures.append(f"{response.status_code} {response.text[:200]}")
-                    return
-                self.done[n] += 1
-
-    def __enter__(self) -> Readers:
-        for thread in self.threads:
-            thread.start()
-        deadline = time.monotonic() + DEADLINE
-        while min(self.done) == 0 and time.monotonic() < deadline and not self.failures:
-            time.sleep(0.05)  # every reader has finished one recall: all eight are busy now
-        assert not self.failures, self.failures
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(DEADLINE)
-        assert not self.failures, self.failures
+    return Readers(url, TOKENS[:READERS], WORKSPACE, QUERY, DEADLINE)
 
 
 @pytest.fixture(scope="module", params=["off", "minilm"], ids=["by-words", "by-meaning"])
@@ -220,7 +190,7 @@ def service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def test_subject_erasure_under_busy_readers_leaves_no_text_nor_vector_on_disk(service: Service) -> None:
-    with Readers(service.server.url) as readers:
+    with readers(service.server.url) as busy:
         # Round 0 erases a line the embedder may be embedding right then; round 1 one whose vector is stored.
         for n in range(2):
             marker = f"zqxbusyreaders{n}marker"
@@ -229,9 +199,9 @@ def test_subject_erasure_under_busy_readers_leaves_no_text_nor_vector_on_disk(se
             if service.by_meaning and n == 1:
                 needles.append(service.vector_of(f"busy-{n}"))
                 assert any(marker in s for s in service.snippets(PARAPHRASE)), "precondition: found by meaning"
-            before = sum(readers.done)
+            before = sum(busy.done)
             took = service.erase(f"busy-subject-{n}", *needles)
-            print(f"round {n}: erased in {took:.2f} s, {sum(readers.done) - before} recalls meanwhile")
+            print(f"round {n}: erased in {took:.2f} s, {sum(busy.done) - before} recalls meanwhile")
             assert service.read(f"busy-{n}") == ""
             assert not [s for q in (marker, PARAPHRASE) for s in service.snippets(q) if marker in s]
             assert "pending_erasures" not in service.health()
@@ -244,7 +214,7 @@ def test_document_of_two_subjects_is_erased_for_the_first_under_busy_readers(ser
     service.retain(f"{marker}: {SECRET}\n", key="shared", subject="user-43")
     service.retain("second words\n", key="shared", subject="user-44")
     needles = [marker.encode()] + ([service.vector_of("shared")] if service.by_meaning else [])
-    with Readers(service.server.url):
+    with readers(service.server.url):
         service.erase("user-43", *needles)
         assert service.read("shared") == ""
         assert not [s for q in (marker, PARAPHRASE) for s in service.snippets(q) if marker in s]
