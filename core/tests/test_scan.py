@@ -419,6 +419,40 @@ QUOTED_IN_A_NOTE_ABOUT_ATTACKS = [
         ' talimatlar\u0131 yok say" gibi c\u00fcmleler gizleniyor.',
         id="turkish-also-read-folded",
     ),
+    # "injection" as these languages write it, and Polish quotation marks („...”)
+    pytest.param(
+        'Charla sobre inyecci\u00f3n de prompts: frases como "ignora las instrucciones anteriores" aparecen'
+        " ocultas en p\u00e1ginas web.",
+        id="spanish-inyeccion",
+    ),
+    pytest.param(
+        "Notatki ze szkolenia: atak typu prompt injection ukrywa zdanie \u201ezignoruj poprzednie"
+        " instrukcje\u201d w tre\u015bci strony.",
+        id="polish-quotes",
+    ),
+    pytest.param(
+        'Palestra sobre inje\u00e7\u00e3o de prompt: frases como "ignore as instru\u00e7\u00f5es anteriores"'
+        " escondidas em e-mails.",
+        id="portuguese-injecao",
+    ),
+    pytest.param(
+        'Vortrag \u00fcber Prompt-Injektion: S\u00e4tze wie "ignoriere alle vorherigen Anweisungen" stehen'
+        " versteckt in Webseiten.",
+        id="german-injektion",
+    ),
+    pytest.param(
+        'Appunti: l\'iniezione di prompt nasconde frasi come "ignora le istruzioni precedenti" nelle pagine web.',
+        id="italian-iniezione",
+    ),
+    pytest.param(
+        "\u0915\u093e\u0930\u094d\u092f\u0936\u093e\u0932\u093e \u0928\u094b\u091f: \u092a\u094d\u0930"
+        "\u0949\u092e\u094d\u092a\u094d\u091f \u0907\u0902\u091c\u0947\u0915\u094d\u0936\u0928 \u092e"
+        '\u0947\u0902 "\u092a\u093f\u091b\u0932\u0947 \u0938\u092d\u0940 \u0928\u093f\u0930\u094d\u0926'
+        '\u0947\u0936\u094b\u0902 \u0915\u094b \u0905\u0928\u0926\u0947\u0916\u093e \u0915\u0930\u094b"'
+        " \u091c\u0948\u0938\u0947 \u0935\u093e\u0915\u094d\u092f \u091b\u093f\u092a\u093e\u090f"
+        " \u091c\u093e\u0924\u0947 \u0939\u0948\u0902\u0964",
+        id="hindi-injection",
+    ),
 ]
 
 

@@ -1084,6 +1084,7 @@ _QUOTE_PAIRS: Final = (
     ('"', '"'),
     ("\u201c", "\u201d"),
     ("\u201e", "\u201c"),
+    ("\u201e", "\u201d"),
     ("\u00ab", "\u00bb"),
     ("\u2039", "\u203a"),
     ("\u300c", "\u300d"),
@@ -1101,7 +1102,8 @@ _QUOTED: Final = (
 #: Words that make a text one about attacks (a security note, a scam warning, a detector's test, a red team's
 #: report), in the languages the rules read. Not "example" or "talk" alone: anyone can write those.
 _DISCUSSION: Final = re.compile(
-    r"inject|injec|инъек|인젝션|インジェクション|注入|jailbreak|phish|фишинг|피싱|フィッシング|钓鱼|釣魚"
+    r"inject|injec|injek|injeç|inyec|iniez|enjeksiyon|wstrzyk|инъек|ін'єкц|інʼєкц|인젝션|インジェクション|注入|इंजेक्शन"
+    r"|jailbreak|phish|фишинг|피싱|フィッシング|钓鱼|釣魚"
     r"|security|sicherheit|seguridad|sécurité|sicurezza|segurança|bezpiecze|güvenlik|безопасн|보안|セキュリティ"
     r"|安全|أمن|امنی|सुरक्षा|beveiliging|säkerhet"
     r"|attack|angriff|ataque|attaque|attacco|\batak|sald\u0131r|атак|공격|攻撃|攻击|هجوم|हमल|aanval|malicious|adversar"
