@@ -157,9 +157,12 @@ _SECRET_PARAM: Final = (
     r"|client_secret|password|passwd|pwd|session(?:id)?|jwt|x-amz-signature|sig)"
 )
 _NETWORK_TOOL: Final = r"\b(?:curl|wget|nc|ncat|netcat|socat|telnet|ssh|scp|sftp|ftp|rsync|openssl|gsutil|aws)\b"
-#: A template placeholder's written forms: {{name}}, ${name}, %7Bname%7D, <name>, [name].
+#: A template placeholder's written forms: {{name}}, ${name}, %7Bname%7D, <name>, [name]. Encoded, not two or more
+#: of : , [ ] ' " inside: %7Btype%3A%27line%27%2C...%7D is a chart's configuration in braces, not a slot for a value.
 _TEMPLATE: Final = (
-    r"\{\{?\s*[\w.\s-]{1,40}\}\}?|\$\{[\w.-]{1,40}\}|%7B(?:%7B)?[\w.%-]{1,60}?%7D|<[A-Za-z_][\w\s-]{0,40}>"
+    r"\{\{?\s*[\w.\s-]{1,40}\}\}?|\$\{[\w.-]{1,40}\}"
+    r"|%7B(?:%7B)?(?!(?:[\w.%-]{0,60}?%(?:3A|2C|5B|5D|27|22)){2})[\w.%-]{1,60}?%7D"
+    r"|<[A-Za-z_][\w\s-]{0,40}>"
     r"|\[[A-Za-z_][\w\s-]{0,40}\]"
 )
 _SCREAMING_SNAKE: Final = r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"

@@ -96,8 +96,10 @@ _SCRIPT_SCHEME: Final = re.compile(
     r"(?:x-)?(?:javascript|ecmascript|xhtml)|text/xml|application/xml)",
     re.IGNORECASE,
 )
+#: A template's slot for a value: ``{history}``, ``{{chat}}``, ``${SECRET}``, ``<conversation>``, ``[user data]``; not
+#: data in braces (``{labels:[1,2,3]}`` in a chart's configuration): two or more of ``: , [ ] ' "`` inside.
 _PLACEHOLDER: Final = re.compile(
-    r"\{\{?[^{}\s]{1,60}\}\}?|\{\{?\s*[\w.\s-]{1,60}\}\}?|\$\{?[A-Za-z_][\w.]{1,40}\}?|<[A-Za-z_][\w\s.-]{0,40}>"
+    r"\{\{?(?!(?:[^{}\s]{0,60}?[:,\[\]'\"]){2})[^{}\s]{1,60}\}\}?|\{\{?\s*[\w.\s-]{1,60}\}\}?|\$\{?[A-Za-z_][\w.]{1,40}\}?|<[A-Za-z_][\w\s.-]{0,40}>"
     r"|\[[A-Za-z_][\w\s.-]{0,40}\]"
 )
 _SCRIPT_TARGET: Final = re.compile(
