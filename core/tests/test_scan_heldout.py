@@ -174,7 +174,7 @@ SETS = (
         name="v9",
         floor=0.533,
         rules_only_floor=0.35,
-        known_false_positives=frozenset({"v9-bn-001", "v9-bn-081"}),
+        known_false_positives=frozenset({"v9-bn-081"}),
         known_false_positives_by_meaning=frozenset({"v9-bn-029", "v9-bn-031", "v9-bn-049"}),
         min_per_category=12,
     ),

@@ -1112,7 +1112,7 @@ _DISCUSSION: Final = re.compile(
     re.IGNORECASE,
 )
 #: The categories whose phrase rules (the words and native views) a quotation can hold.
-_QUOTABLE: Final = frozenset({OVERRIDE, ROLE, ADDRESSED})
+_QUOTABLE: Final = frozenset({OVERRIDE, ROLE, ADDRESSED, EXFILTRATION})
 #: The most a quoted phrase adds to its category, whichever rules it fires: alone it does not reject.
 QUOTED_WEIGHT: Final = 0.5
 
