@@ -21,6 +21,16 @@ def scanned(cluster: TemporaryCluster, schema_name: str) -> Iterator[memvault.Va
         yield v
 
 
+@pytest.fixture
+def unretried(cluster: TemporaryCluster, schema_name: str) -> Iterator[memvault.Vault]:
+    """A vault whose background retry of a pending erasure would come only a minute later: within a test,
+    only the test's own forget finishes the erasure (test_erasure_retry.py tests the retry)."""
+    with memvault.open(
+        "postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off", erase_retry_interval=60.0
+    ) as v:
+        yield v
+
+
 def _flush(cluster: TemporaryCluster) -> None:
     """Write every dirty buffer to the data files, and let ANALYZE sample what is there."""
     with cluster.admin("memvault") as conn:
@@ -80,10 +90,11 @@ def test_a_new_document_at_the_label_starts_without_tags_p13(vault: memvault.Vau
 
 
 def test_erasure_is_pending_while_an_old_snapshot_can_see_the_rows_then_a_retry_finishes_it_p24(
-    cluster: TemporaryCluster, vault: memvault.Vault, schema_name: str
+    cluster: TemporaryCluster, unretried: memvault.Vault, schema_name: str
 ) -> None:
     """A transaction that started before the erasure keeps the deleted rows alive: the provider
     must not report the erasure complete; once that transaction ends, a retry scrubs the files."""
+    vault = unretried
     secret = f"pendingtext{uuid.uuid4().hex}"
     put(vault, f"the secret is {secret}\n", subject="subject-p")
     holder = cluster.admin("memvault")

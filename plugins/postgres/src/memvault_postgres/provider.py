@@ -69,11 +69,12 @@ from memvault.contract.scanning import nothing_written
 from memvault.hooks.markers import hookimpl
 from memvault.search import CANDIDATE_BUDGET, index_terms, narrowed_levels, narrowing, rank_candidates, stored_line
 from memvault_postgres import schema
+from memvault_postgres.retry import RetryLoop
 from memvault_postgres.search import MAX_TERM, lexemes, ts_query
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PostgresProvider"]
+__all__ = ["ERASE_RETRY_LOCK_WAIT", "PostgresProvider"]
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -83,6 +84,13 @@ HEALTH_DEADLINE: Final = 0.9
 #: Seconds after a successful call during which a pooled connection is lent without a check.
 _TRUST_RECENT: Final = 1.0
 _RECENTLY_DEAD: Final = re.compile(r"(\d+) dead row versions cannot be removed yet")
+#: The transaction id below which VACUUM removes deleted rows, in its report (PostgreSQL 15 and later
+#: say "removable cutoff", earlier releases "oldest xmin").
+_CUTOFF: Final = re.compile(r"(?:removable cutoff|oldest xmin): (\d+)")
+#: Seconds the background retry of a pending erasure waits for a shard's lock (``erase_lock_timeout``
+#: when that is shorter). Retains and recalls of the shard that arrive meanwhile queue behind the
+#: waiting rewrite, so none waits for it much longer than this; the rewrite tries again next round.
+ERASE_RETRY_LOCK_WAIT: Final = 0.5
 #: Errors after which the whole transaction was rolled back and is safe to run again.
 _RETRYABLE: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 #: A recall's candidate rows of the searched partitions and tiers (the caller adds the ``tsquery``):
@@ -236,6 +244,9 @@ class PostgresProvider:
     :param connect_timeout: seconds to wait for a new connection.
     :param erase_lock_timeout: seconds an erasure waits for the lock it needs
         to rewrite a table's files before it reports the erasure as pending.
+    :param erase_retry_interval: seconds between a pending erasure and the
+        first background retry that finishes it; the pause doubles after each
+        retry that leaves it pending, up to a minute.
     """
 
     capabilities: Final = frozenset(
@@ -264,6 +275,7 @@ class PostgresProvider:
         pool_timeout: float = 10.0,
         connect_timeout: float = 5.0,
         erase_lock_timeout: float = 5.0,
+        erase_retry_interval: float = 2.0,
     ) -> None:
         if not _schema_ok(schema):
             raise InvalidRequest(
@@ -276,6 +288,7 @@ class PostgresProvider:
             ("pool_timeout", pool_timeout),
             ("connect_timeout", connect_timeout),
             ("erase_lock_timeout", erase_lock_timeout),
+            ("erase_retry_interval", erase_retry_interval),
         ):
             if not 0 < value < math.inf:  # nan fails it too
                 raise InvalidRequest(f"{name} must be a positive, finite number of seconds", field=name)
@@ -294,6 +307,7 @@ class PostgresProvider:
         self.statement_timeout = float(statement_timeout)
         self.pool_timeout = float(pool_timeout)
         self.erase_lock_timeout = float(erase_lock_timeout)
+        self.erase_retry_interval = float(erase_retry_interval)
         params.setdefault("application_name", "memvault")
         params["connect_timeout"] = str(max(2, round(connect_timeout)))
         self._conninfo = make_conninfo("", **params)
@@ -308,12 +322,18 @@ class PostgresProvider:
         self._closed = False
         #: Every connection the pool opened that is still alive (their sockets, after a fork: see _forked).
         self._conns: weakref.WeakSet[_Conn] = weakref.WeakSet()
+        #: The background retry of pending erasures (P24), and the connection of its round in progress.
+        self._erase_retry = self._new_erase_retry()
+        self._retry_conn: _Conn | None = None
         self._open_schema()
         self.pool = self._new_pool()
         after_fork_in_child(self, PostgresProvider._forked)
+        pending: list[str] | None = None
         with suppress(MemvaultError), self._errors("open"):
-            # An erasure a crash or a busy lock left pending finishes now (P24).
-            self._run(self._scrub)
+            # An erasure a crash or a busy lock left pending finishes now (P24), or in the background.
+            pending = self._run(self._scrub)
+        if pending != []:
+            self._erase_retry.kick()
 
     # -- connections ---------------------------------------------------------
 
@@ -352,7 +372,12 @@ class PostgresProvider:
         self._health_running = None
         self._health_conn = None
         self._fold_dice = random.Random()  # not the parent's sequence: siblings would fold counts in step
-        if not self._closed:
+        # The parent's retry thread is not here, and its lock may have been held at the fork.
+        self._erase_retry = self._new_erase_retry()
+        self._retry_conn = None
+        if self._closed:
+            self._erase_retry.stop(wait=0.0)
+        else:
             self.pool = self._new_pool()
 
     def _configure(self, conn: _Conn) -> None:
@@ -411,8 +436,9 @@ class PostgresProvider:
 
     @_translated("close")
     def close(self) -> None:
-        """Close the pool and every connection this provider opened. Idempotent."""
+        """Close the pool and every connection this provider opened, and stop the retry thread. Idempotent."""
         self._closed = True
+        self._stop_erase_retry()
         self.pool.close(timeout=2.0)
         # A probe stuck on a hung server holds the lock and its connection (closing a
         # connection in use would wait for it): then the probe closes it when it returns.
@@ -956,36 +982,51 @@ class PostgresProvider:
 
         removed = self._run(erase)
         pending = self._run(functools.partial(self._scrub, wait=self.erase_lock_timeout))
+        if pending:
+            self._erase_retry.kick(again=bool(request.data_subject_id))
         if pending and request.data_subject_id:
             return _pending_result(removed, pending, self.where)
         return ForgetResult(removed=removed)
 
-    def _scrub(self, conn: _Conn, wait: float = 0.0) -> list[str]:
+    def _scrub(
+        self,
+        conn: _Conn,
+        wait: float = 0.0,
+        *,
+        relations: Sequence[str] | None = None,
+        tries: int = 3,
+        lock_wait: float | None = None,
+    ) -> list[str]:
         """Rewrite every table an erasure touched, so the erased text leaves the table and index files.
 
         ``VACUUM FULL`` writes a shard's live rows (and its indexes) into new
         files and truncates the old ones. It copies a deleted row too while an
         older transaction may still see it; then the shard stays recorded and a
-        later call (the next forget, or the next open) rewrites it again.
+        later call (the background retry, the next forget, or the next open) rewrites it again.
 
         :param wait: seconds over the whole call a forget waits out a transaction that ends soon (an
             autovacuum's ANALYZE, a short report): the rewrite is tried again, the pauses doubling (at least
             three tries a relation; three tries within 0.3 s left an erasure pending behind a reader of half
             a second). The other callers (a start, a sweep, a quarantine purge) pass 0: three quick tries,
             so a long reader does not hold up a start.
+        :param relations: only these of the recorded relations (the background retry's ready ones).
+        :param tries: the fewest tries a relation gets.
+        :param lock_wait: seconds each rewrite waits for its lock (default: ``erase_lock_timeout``).
 
-        :return: the relations still pending.
+        :return: the relations (of those tried) still pending.
         """
         pending: list[str] = []
-        relations = [str(r[0]) for r in conn.execute("SELECT relation FROM erasures ORDER BY relation")]
+        recorded = [str(r[0]) for r in conn.execute("SELECT relation FROM erasures ORDER BY relation")]
+        if relations is not None:
+            recorded = [r for r in recorded if r in set(relations)]
         deadline = time.monotonic() + wait
-        for relation in relations:
+        for relation in recorded:
             done = False
             attempt = 0
             while True:
                 started = conn.execute("SELECT clock_timestamp()").fetchone()
                 assert started is not None
-                if self._vacuum_full(conn, relation):
+                if self._vacuum_full(conn, relation, self.erase_lock_timeout if lock_wait is None else lock_wait):
                     conn.execute(
                         "DELETE FROM erasures WHERE relation = %s AND requested_at <= %s", (relation, started[0])
                     )
@@ -993,15 +1034,16 @@ class PostgresProvider:
                     break
                 attempt += 1
                 pause = min(0.05 * 2 ** (attempt - 1), 0.5)
-                if attempt >= 3 and time.monotonic() + pause > deadline:
+                if attempt >= tries and time.monotonic() + pause > deadline:
                     break
                 time.sleep(pause)
             if not done:
                 pending.append(relation)
         return pending
 
-    def _vacuum_full(self, conn: _Conn, relation: str) -> bool:
-        """``VACUUM FULL`` one relation; True when it left no dead row behind."""
+    def _vacuum_full(self, conn: _Conn, relation: str, lock_wait: float) -> bool:
+        """``VACUUM FULL`` one relation, waiting at most ``lock_wait`` s for its lock; True when it left no
+        dead row behind."""
         details: list[str] = []
 
         def notice(diag: psycopg.errors.Diagnostic) -> None:
@@ -1009,20 +1051,92 @@ class PostgresProvider:
 
         conn.add_notice_handler(notice)
         try:
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self.erase_lock_timeout * 1000)}",))
-            conn.execute(sql.SQL("VACUUM (FULL, VERBOSE) {}").format(sql.Identifier(relation)))
+            with _lock_timeout(conn, lock_wait):
+                conn.execute(sql.SQL("VACUUM (FULL, VERBOSE) {}").format(sql.Identifier(relation)))
         except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
             return False
         except psycopg.errors.UndefinedTable:
             return True  # dropped since: nothing left to rewrite
         finally:
             conn.remove_notice_handler(notice)
-            if not conn.closed:
-                with suppress(psycopg.Error):
-                    conn.execute("RESET lock_timeout")
         kept = [int(m.group(1)) for d in details for m in [_RECENTLY_DEAD.search(d)] if m]
         # No statistics line at all (another server language): cannot tell, so not done.
         return bool(kept) and not any(kept)
+
+    # -- the background retry of pending erasures (P24) -------------------------
+
+    def _new_erase_retry(self) -> RetryLoop:
+        return RetryLoop(
+            self._erase_retry_round,
+            interval=self.erase_retry_interval,
+            name=f"memvault-postgres-erase-retry-{self.schema}",
+        )
+
+    def _stop_erase_retry(self) -> None:
+        """Stop the retry thread: a round in progress ends within its lock wait; a rewrite still running
+        after that (a large shard) is cancelled, and its erasure stays recorded for the next open."""
+        if self._erase_retry.stop(wait=ERASE_RETRY_LOCK_WAIT + 0.5):
+            return
+        conn = self._retry_conn
+        if conn is not None:
+            with suppress(Exception):
+                conn.cancel_safe(timeout=0.5)
+        self._erase_retry.stop(wait=2.0)
+
+    def _erase_retry_round(self) -> bool | None:
+        """One round of the background retry: True when no erasure is pending any more, False when one
+        still is, None when the retry cannot tell (see :meth:`_retry_pending`)."""
+        with self._errors("erase retry"):
+            return self._run(self._retry_pending)
+
+    def _retry_pending(self, conn: _Conn) -> bool | None:
+        """Rewrite the recorded relations that a rewrite can scrub now, each waiting at most
+        :data:`ERASE_RETRY_LOCK_WAIT` for its lock.
+
+        Under a session advisory lock on the schema, so that of several processes (replicas) on one
+        store one rewrites and the others leave the round to it. A rewrite copies a deleted row that
+        an older transaction may still see, so a relation is rewritten only once VACUUM's cutoff has
+        passed the transaction that recorded it (the ``xmin`` of its ``erasures`` row: the erasure's
+        own, or a later one's): a long report or ``pg_dump`` costs a round a plain ``VACUUM`` of the
+        small ``erasures`` table, not a rewrite of the shard.
+        """
+        key = f"memvault-erase-retry:{self.schema}"
+        row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+        if not (row and row[0]):
+            return False  # another process's retry is at it
+        self._retry_conn = conn
+        try:
+            if not _erasures_recorded(conn):
+                return True
+            try:
+                cutoff = _removable_cutoff(conn, min(self.erase_lock_timeout, ERASE_RETRY_LOCK_WAIT))
+            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
+                return False  # another VACUUM of the erasures table: next round
+            if cutoff is None:
+                log.warning(
+                    "PostgreSQL %s: cannot read VACUUM's report (server messages not in English?), so the "
+                    "background retry of pending erasures stops; they finish at the next forget or start, "
+                    "and only with lc_messages = 'C' (ALTER ROLE ... SET lc_messages = 'C')",
+                    self.where,
+                )
+                return None
+            ready = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT relation FROM erasures WHERE age(xmin) > age(%s::text::xid) ORDER BY relation",
+                    (str(cutoff),),
+                )
+            ]
+            if ready:
+                lock_wait = min(self.erase_lock_timeout, ERASE_RETRY_LOCK_WAIT)
+                self._scrub(conn, relations=ready, tries=1, lock_wait=lock_wait)
+            return not _erasures_recorded(conn)
+        finally:
+            self._retry_conn = None
+            try:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+            except psycopg.Error:
+                conn.close()  # the pool drops it, and its session's lock goes with it
 
     @hookimpl
     @_translated("list_documents")
@@ -1125,6 +1239,9 @@ class PostgresProvider:
                 self._health_conn.close()
                 self._health_conn = None
             return HealthStatus(ok=False, message=_health_message(exc, self.where, self.schema))
+        if pending and pending[0]:
+            # Recorded by this process or another (a replica, one that stopped): retry it here too (P24).
+            self._erase_retry.kick()
         return HealthStatus(
             ok=True,
             retention_overdue=int(overdue[0]) if overdue else 0,
@@ -1207,9 +1324,10 @@ class PostgresProvider:
         if not more:
             pending = self._run(self._scrub)
             if pending:
+                self._erase_retry.kick(again=True)
                 log.warning(
                     "PostgreSQL %s: swept rows are gone, but the files of %s may still hold their text (a lock or"
-                    " an old snapshot); the rewrite finishes at the next sweep or forget",
+                    " an old snapshot); a background retry rewrites them once it can (or the next sweep or forget)",
                     self.where,
                     ", ".join(pending),
                 )
@@ -1260,7 +1378,8 @@ class PostgresProvider:
     def memvault_quarantine_delete(self, workspace_id: str, sha256: str) -> int:
         """Every copy of the body goes, as an erasure's would: the quarantine table is recorded for a
         rewrite (``VACUUM FULL``) in the same transaction, and rewritten before this returns when it can
-        be; otherwise it stays a pending erasure (health counts it) that the next forget or open finishes.
+        be; otherwise it stays a pending erasure (health counts it) that the background retry, the next
+        forget or the next open finishes.
         """
 
         def delete(conn: _Conn) -> int:
@@ -1276,8 +1395,8 @@ class PostgresProvider:
             return int(deleted)
 
         deleted = self._run(delete)
-        if deleted:
-            self._run(self._scrub)
+        if deleted and self._run(self._scrub):
+            self._erase_retry.kick(again=True)
         return deleted
 
     def __repr__(self) -> str:
@@ -1550,6 +1669,48 @@ def _prune_keys(conn: _Conn, before: _dt.datetime) -> int:
         ).rowcount
 
 
+@contextmanager
+def _lock_timeout(conn: _Conn, seconds: float) -> Iterator[None]:
+    """The session's ``lock_timeout`` is ``seconds`` (at least 1 ms: 0 would wait for ever) inside the block."""
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(1, int(seconds * 1000))}",))
+    try:
+        yield
+    finally:
+        if not conn.closed:
+            with suppress(psycopg.Error):
+                conn.execute("RESET lock_timeout")
+
+
+def _erasures_recorded(conn: _Conn) -> bool:
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM erasures)").fetchone()
+    return bool(row and row[0])
+
+
+def _removable_cutoff(conn: _Conn, lock_wait: float) -> int | None:
+    """The transaction id below which VACUUM now removes deleted rows, from the report of a plain
+    ``VACUUM (VERBOSE)`` of the small ``erasures`` table (it blocks no reader or writer: it waits, at most
+    ``lock_wait`` s, only for another VACUUM of that table). The server computes it as it would for a
+    shard's rewrite, leaving out what holds nothing back (a plain VACUUM elsewhere shows an xmin in
+    ``pg_stat_activity`` but keeps no row alive).
+
+    :return: ``None`` when the report cannot be read (server messages in another language).
+    :raises psycopg.errors.LockNotAvailable: another VACUUM of the table held it for ``lock_wait`` s.
+    """
+    details: list[str] = []
+
+    def notice(diag: psycopg.errors.Diagnostic) -> None:
+        details.append(f"{diag.message_primary or ''}\n{diag.message_detail or ''}")
+
+    conn.add_notice_handler(notice)
+    try:
+        with _lock_timeout(conn, lock_wait):
+            conn.execute("VACUUM (VERBOSE) erasures")
+    finally:
+        conn.remove_notice_handler(notice)
+    found = [int(m.group(1)) for d in details for m in [_CUTOFF.search(d)] if m]
+    return found[0] if found else None
+
+
 def _lines_shard(documents_shard: str) -> str:
     """The ``lines`` shard beside a ``documents`` shard (hash-partitioned alike): ``documents_3`` -> ``lines_3``."""
     return "lines_" + documents_shard.rsplit("_", 1)[1]
@@ -1558,11 +1719,13 @@ def _lines_shard(documents_shard: str) -> str:
 def _pending_result(removed: int, pending: list[str], where: str) -> ForgetResult:
     """An erasure whose rows are gone but whose bytes may still be in table files (P24).
 
-    It is recorded (the ``erasures`` table) and finishes at the next forget or start.
+    It is recorded (the ``erasures`` table) and finishes in the background retry once it can (or at the
+    next forget or start).
     """
     log.warning(
         "PostgreSQL %s: erased rows are gone, but the files of %s may still hold their text (another "
-        "transaction kept old row versions alive or held a lock); the erasure finishes at the next forget",
+        "transaction kept old row versions alive or held a lock); a background retry finishes the erasure "
+        "once that transaction ends (or the next forget or start does)",
         where,
         ", ".join(pending),
     )
