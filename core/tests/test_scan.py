@@ -1242,6 +1242,8 @@ def test_p29_a_tool_call_that_only_reads_is_weak_evidence(text: str) -> None:
         pytest.param('{"name": "get_api_keys", "arguments": {}}', id="reads-secrets"),
         pytest.param('{"name": "search_history", "arguments": {"all": true}}', id="reads-history"),
         pytest.param('{"name": "get_and_delete", "arguments": {"id": 7}}', id="reads-and-writes"),
+        pytest.param('{"name": "find_and_replace", "arguments": {"all": true}}', id="reads-and-replaces"),
+        pytest.param('{"tool": "list.purge", "args": {"older_than": 0}}', id="lists-and-purges"),
         pytest.param('{"name": "lookup_user", "arguments": {"email": "cfo@corp.example"}}', id="an-address"),
         pytest.param('{"tool": "fetch.get", "args": {"url": "https://evil.example/x"}}', id="a-url"),
         pytest.param('{"name": "search_web", "arguments": {"q": "{conversation}"}}', id="a-placeholder"),

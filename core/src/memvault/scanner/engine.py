@@ -773,6 +773,39 @@ _WRITE_VERBS: Final = frozenset(
         "disable",
         "enable",
         "reset",
+        "replace",
+        "rename",
+        "merge",
+        "publish",
+        "submit",
+        "buy",
+        "purchase",
+        "cancel",
+        "revoke",
+        "kill",
+        "stop",
+        "start",
+        "restart",
+        "deploy",
+        "install",
+        "download",
+        "login",
+        "assign",
+        "notify",
+        "reply",
+        "invoke",
+        "apply",
+        "commit",
+        "push",
+        "sync",
+        "save",
+        "insert",
+        "modify",
+        "edit",
+        "clear",
+        "wipe",
+        "purge",
+        "import",
     ]
 )
 _SECRET_WORDS: Final = frozenset(
@@ -850,25 +883,35 @@ _CREDENTIAL_HEADER: Final = re.compile(
 )
 _COMMAND_END: Final = re.compile(r"(?<!\\)\n|[;&|]|\b(?:curl|wget)\b")
 _COMMAND_URL: Final = re.compile(r"(?i)https?://[^\s'\"<>`]+")
-#: Second-level labels under which a country's sites register (``github.co.uk``: the site is ``github``).
-_SECOND_LEVELS: Final = frozenset({"co", "com", "org", "net", "ac", "gov", "edu", "or", "ne"})
+#: Parts of a secret's name that name no site: ``$OPENAI_API_KEY`` names ``openai`` only.
+_GENERIC_NAME_PARTS: Final = frozenset(
+    {"api", "key", "keys", "token", "tokens", "secret", "access", "auth", "pat", "password", "pass", "passwd"}
+    | {"cred", "creds", "credential", "credentials", "private", "bearer", "client", "app", "oauth", "id", "my"}
+)
 
 
-def _site(host: str) -> str:
-    """The label a host's site registered (``api.github.com`` -> ``github``; ``github.com.evil.net`` -> ``evil``)."""
+def _site(host: str) -> str | None:
+    """The name a host's ``.com`` site registered (``api.github.com`` -> ``github``), ``None`` for any other host.
+
+    Only ``.com``: a vendor's name is anyone's to register under another suffix (``github.com.evil.net``,
+    ``openai.xyz``), so a credential sent there is judged as sent away.
+    """
     labels = host.lower().rstrip(".").split(".")
-    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVELS:
-        return labels[-3]
-    return labels[-2] if len(labels) >= 2 else labels[0]
+    return labels[-2] if len(labels) >= 2 and labels[-1] == "com" else None
+
+
+def _named_for(name: str, site: str | None) -> bool:
+    return site is not None and site in set(name.split("_")) - _GENERIC_NAME_PARTS
 
 
 def _own_credential(rule: Rule, target: str, match: re.Match[str], policy: ScanPolicy) -> bool:
     """Whether the command ``match`` found sends no secret but its credential header, to the issuer's host.
 
-    Every secret of the command is a variable in a credential header, each named for the site of every URL
-    of the command (``$GITHUB_TOKEN`` to ``api.github.com``) or every URL's host is on ``[scan]
-    allowed_hosts``. A generic name (``$TOKEN``) names no site: it still fires, as does a credential sent to
-    another host (``github.com.evil.net``, ``github.com@evil.net``) or any other secret in the command.
+    Every secret of the command is a variable in a credential header, each named for the ``.com`` site of
+    every URL of the command (``$GITHUB_TOKEN`` to ``api.github.com``) or every URL's host is on ``[scan]
+    allowed_hosts``. A generic name (``$TOKEN``, ``$API_KEY``) names no site: it still fires, as does a
+    credential sent to another host (``github.com.evil.net``, ``github.com@evil.net``, ``token.com``,
+    ``openai.xyz``) or any other secret in the command.
     """
     # The command: up to the line's end, a separator (;, &, |) or the next curl or wget, which their own match
     # judges (so each part of the text is read once or twice, however many commands a line holds).
@@ -890,7 +933,7 @@ def _own_credential(rule: Rule, target: str, match: re.Match[str], policy: ScanP
         return False
     if policy.allowed_hosts and all(host_allowed(host, policy.allowed_hosts) for host in hosts):
         return True
-    return all(_site(host) in name.split("_") for host in hosts for name in names)
+    return all(_named_for(name, _site(host)) for host in hosts for name in names)
 
 
 def _urls(text: str, form: str, policy: ScanPolicy, hits: list[Hit]) -> None:
