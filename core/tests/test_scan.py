@@ -220,6 +220,11 @@ def test_p29_soft_hyphens_that_typeset_words_are_stored(text: str) -> None:
     assert scan(text) is None
 
 
+def test_a_long_run_of_letters_before_a_soft_hyphen_costs_in_proportion_to_its_length() -> None:
+    """The hyphenated word is looked for where a word starts, not again at each letter (16 KB took 4 s)."""
+    assert_grows_in_proportion(lambda count: scan("a" * count + "\u00ad"), 1000, 10000)
+
+
 @pytest.mark.parametrize("filler", ["\u115f", "\u1160", "\u3164"])
 def test_p29_each_hangul_filler_fires(filler: str) -> None:
     finding = scan(f"name: {filler}{filler} end")
