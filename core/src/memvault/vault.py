@@ -754,7 +754,7 @@ class Vault:
                 ok=False, message=f"provider {self.name!r} returned {type(status).__name__} from health"
             )
         if self.embedding is not None and status.ok:
-            status = attrs.evolve(status, embedding_backlog=self.embedding.backlog())
+            status = attrs.evolve(status, embedding_backlog=self.embedding_backlog())
         return status
 
     @traced("health")

@@ -361,14 +361,6 @@ def _upstream_embedder(vault: memvault.Vault) -> str | None:
     return f"{name} ({model_id})"
 
 
-def _label_place(label: str) -> tuple[str, str]:
-    """The tier and key of a document label (P4)."""
-    if label.startswith(("daily/", "peers/")):
-        tier, _, rest = label.partition("/")
-        return tier, rest.removesuffix(".md")
-    return label.removesuffix(".md"), ""
-
-
 def _check_found_by_meaning(
     vault: memvault.Vault,
     hit: memvault.RecallSnippet,
@@ -390,7 +382,8 @@ def _check_found_by_meaning(
     )
     assert 0.0 < hit.score <= 0.49, f"P36: {where}: scores {hit.score}, not in (0, 0.49]"
     assert LABEL_SHAPE.fullmatch(hit.source), f"P4: {where}: not a document label"
-    hit_tier, key = _label_place(hit.source)
+    parsed_tier, key = memvault.parse_label(hit.source, "source")
+    hit_tier = parsed_tier.value
     assert not tier or hit_tier == tier, f"P16/P38: {where}: outside the tier {tier} searched"
     assert crew if hit_tier == "CREW" else agent, f"P16/P38: {where}: a tier the request does not search"
     if not read_back:
