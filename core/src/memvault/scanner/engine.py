@@ -172,6 +172,15 @@ DERIVED_RULES: Final = (
         "weather.get, search_flights) with no URL, address or placeholder near it: a log or docs example, weak",
         '{"tool": "weather.get", "args": {"city": "Oslo"}, "result": {"temp_c": -3}}',
     ),
+    (
+        "markup_in_format_docs",
+        0.5,
+        "a chat template's tokens or a tool call's tags or JSON (as chat_template_token, llama_system_block, "
+        "turn_marker, instruction_header, tool_call_tag, tool_call_json) in a note that documents that format "
+        "(format, template, parser, schema... in its language), when no other rule fires and no tool it names "
+        "writes, sends or reads secrets and nothing reaches out: docs, weak",
+        "ChatML wraps each turn: <|im_start|>user\nHello!<|im_end|>; stop generation at <|im_end|>.",
+    ),
 )
 
 #: The per-language rules again, folded like the text they run on after look-alike folding (accents
@@ -402,22 +411,125 @@ def _typeset_soft_hyphens(text: str) -> frozenset[int]:
     return frozenset(allowed)
 
 
-def _allowed_format_char(text: str, index: int, typeset: frozenset[int] = frozenset()) -> bool:
+#: A zero-width non-joiner a typesetter puts at a compound's seam after "f" (German "Auf\u200clage",
+#: "Schiff\u200cfahrt"), so that no ligature spans it.
+_LIGATURE_SEAM: Final = re.compile("(?<![^\\W\\d_])[^\\W\\d_]+(?:\u200c[^\\W\\d_]+)+")
+_LIGATURE_FIRST: Final = frozenset("fF")
+_LIGATURE_SECOND: Final = frozenset("fiklbhjtFIKLBHJT")
+#: The subdivision flags Unicode recommends (England, Scotland, Wales): the black flag, the region's code in
+#: tag letters, the cancel tag. The only tag characters text has a use for.
+_SUBDIVISION_FLAG: Final = re.compile(
+    "\U0001f3f4\U000e0067\U000e0062"
+    "(?:\U000e0065\U000e006e\U000e0067|\U000e0073\U000e0063\U000e0074|\U000e0077\U000e006c\U000e0073)"
+    "\U000e007f"
+)
+_TAGS: Final = re.compile("[\U000e0000-\U000e007f]")
+#: Bidirectional isolates: left-to-right, right-to-left, first-strong, and the pop that closes them.
+_LRI, _RLI, _FSI, _PDI = "\u2066", "\u2067", "\u2068", "\u2069"
+_ISOLATES: Final = re.compile("[\u2066-\u2069\n]")
+
+
+def _typeset_seams(text: str) -> frozenset[int]:
+    """Where ``text``'s zero-width non-joiners keep a ligature out of a seam: after "f", before a letter a
+    ligature joins to it, in a word no rule reads (``dis\u200cregard`` still fires), at most one per 64
+    characters and 4 more."""
+    vocabulary = _vocabulary()
+    allowed: list[int] = []
+    for word in _LIGATURE_SEAM.finditer(text):
+        if word.group().replace("\u200c", "").casefold() in vocabulary:
+            continue
+        for i, ch in enumerate(word.group()):
+            if ch == "\u200c":
+                at = word.start() + i
+                if text[at - 1] in _LIGATURE_FIRST and text[at + 1] in _LIGATURE_SECOND:
+                    allowed.append(at)
+    return frozenset(allowed) if len(allowed) <= 4 + len(text) // 64 else frozenset()
+
+
+def _flag_tags(text: str) -> frozenset[int]:
+    """The tag characters of ``text``'s recommended subdivision flags (any other tag character spells text)."""
+    return frozenset(i for flag in _SUBDIVISION_FLAG.finditer(text) for i in range(flag.start() + 1, flag.end()))
+
+
+def _isolate_orders_text(text: str, opener: int, closer: int) -> bool:
+    """Whether the isolate from ``opener`` to its pop ``closer`` holds text of the direction it declares and
+    has right-to-left text to be ordered against (inside it or within reach of it)."""
+    inside = text[opener + 1 : closer]
+    if not inside.strip() or format_chars().search(inside):
+        return False
+    right_to_left_inside = _RIGHT_TO_LEFT.search(inside) is not None
+    kind = text[opener]
+    if kind == _RLI and not right_to_left_inside:
+        return False  # nothing in it reads right to left (reversed Latin text, say)
+    if kind == _LRI and not any(unicodedata.bidirectional(c) in ("L", "EN", "AN") for c in inside):
+        return False  # nothing in it reads left to right
+    if right_to_left_inside:
+        return True
+    return (
+        _RIGHT_TO_LEFT.search(text, max(0, opener - _MARK_REACH), opener) is not None
+        or _RIGHT_TO_LEFT.search(text, closer, closer + _MARK_REACH) is not None
+    )
+
+
+def _ordering_isolates(text: str) -> frozenset[int]:
+    """The isolates (and their pops) that order text: each opened and closed on one line, not nested, holding
+    text of its direction beside right-to-left text; at most one per 48 characters and 2 more (an isolate
+    around every other word is a code spelled in bits)."""
+    allowed: list[int] = []
+    opener: int | None = None
+    for match in _ISOLATES.finditer(text):
+        at, ch = match.start(), match.group()
+        if ch == "\n":
+            opener = None
+        elif ch != _PDI:
+            opener = None if opener is not None else at  # nested: neither orders text
+        elif opener is not None:
+            if _isolate_orders_text(text, opener, at):
+                allowed += (opener, at)
+            opener = None
+    return frozenset(allowed) if len(allowed) // 2 <= 2 + len(text) // 48 else frozenset()
+
+
+def _virama(ch: str) -> bool:
+    """A virama (halant, al-lakuna): a joiner after one chooses a letter's form (Malayalam's chillu letters,
+    a half form, an explicit virama at a word's end)."""
+    name = unicodedata.name(ch, "") if unicodedata.category(ch) == "Mn" else ""
+    return "VIRAMA" in name or "AL-LAKUNA" in name or "HALANTA" in name
+
+
+def _allowed_format_char(text: str, index: int, allowed: frozenset[int] = frozenset()) -> bool:
+    """Whether the format character at ``index`` is writing, not a payload: ``allowed`` holds the positions
+    the whole-text checks cleared (soft hyphens that typeset a word, ligature seams, flags, isolates)."""
     ch = text[index]
-    if ch == "\u00ad":
-        return index in typeset
+    if index in allowed:
+        return True
+    if ch == "\u00ad" or _TAGS.match(ch) or _ISOLATES.match(ch):
+        return False
     if ch == "\ufeff" and index == 0:
         return True  # a byte-order mark at the very start, as some editors write
     if ch in _DIRECTION_MARKS:
         return _allowed_direction_mark(text, index)
-    if ch not in "\u200c\u200d" or index == 0 or index + 1 >= len(text):
+    if ch not in "\u200c\u200d" or index == 0:
         return False
-    before, after = text[index - 1], text[index + 1]
+    before = text[index - 1]
+    after = text[index + 1] if index + 1 < len(text) else ""
+    if _virama(before) and not (after and unicodedata.category(after) == "Cf"):
+        return True  # a chillu letter, a half form or an explicit virama, before a letter, a space or the end
+    if not after:
+        return False
     if ch == "\u200d" and _pictographic(before) and _pictographic(after):
         return True  # emoji ZWJ sequence
     if _same_joining_script(before, after):
         return True
     return _joining_script_letter(before) and _joining_script_letter(after)
+
+
+#: The whole-text check that clears a format character, by character (tag characters: :func:`_flag_tags`).
+_WHOLE_TEXT_CHECKS: Final[Mapping[str, Callable[[str], frozenset[int]]]] = {
+    "\u00ad": _typeset_soft_hyphens,
+    "\u200c": _typeset_seams,
+    **{ch: _ordering_isolates for ch in (_LRI, _RLI, _FSI, _PDI)},
+}
 
 
 def _escape(fragment: str, limit: int = 80) -> str:
@@ -432,19 +544,19 @@ def _escape(fragment: str, limit: int = 80) -> str:
 
 def _invisible(text: str, form: str, policy: ScanPolicy) -> Hit | None:
     marks_in_excess: bool | None = None  # counted at the first direction mark only
-    typeset: frozenset[int] | None = None  # found at the first soft hyphen only
+    # The positions whole-text checks clear, each run at the first character it concerns only.
+    allowed: frozenset[int] = frozenset()
+    checked: set[Callable[[str], frozenset[int]]] = set()
     for match in format_chars().finditer(text):
         ch = match.group()
         pattern = "hangul_filler" if ch in HANGUL_FILLERS else "format_char"
         if ch in _DIRECTION_MARKS and marks_in_excess is None:
             marks_in_excess = _too_many_direction_marks(text)
-        if ch == "\u00ad" and typeset is None:
-            typeset = _typeset_soft_hyphens(text)
-        if (
-            pattern == "format_char"
-            and not marks_in_excess
-            and _allowed_format_char(text, match.start(), typeset or frozenset())
-        ):
+        check = _WHOLE_TEXT_CHECKS.get(ch) or (_flag_tags if _TAGS.match(ch) else None)
+        if check is not None and check not in checked:
+            checked.add(check)
+            allowed |= check(text)
+        if pattern == "format_char" and not marks_in_excess and _allowed_format_char(text, match.start(), allowed):
             continue
         if pattern in policy.allow:
             continue
@@ -737,6 +849,153 @@ def _run(
 
 
 _READ_ONLY: Final = (DERIVED_RULES[0][0], DERIVED_RULES[0][1])
+_FORMAT_DOCS_HIT: Final = (DERIVED_RULES[1][0], DERIVED_RULES[1][1])
+#: The rules that read a chat template's or a tool call's markup: what a note documenting that format shows.
+_MARKUP_RULES: Final = frozenset(
+    [
+        "chat_template_token",
+        "chat_template_token_mention",
+        "llama_system_block",
+        "llama_inst_token",
+        "turn_marker",
+        "instruction_header",
+        "transcript_header",
+        "tool_call_tag",
+        "tool_call_json",
+        "tool_call_json_read_only",
+        "call_named_tool",
+    ]
+)
+#: Words of a note that documents a markup format (in the languages the rules read): not "example" alone.
+_FORMAT_DOCS: Final = re.compile(
+    r"format|template|chatml|\btokens?\b|tokeni[sz]er|pars(?:er|ing|e)\b|schema|syntax|delimiter|markup"
+    r"|fine-?tun|dataset|documentation|\bdocs?\b|changelog|vorlage|plantilla|modèle|gabarit|modello|szablon"
+    r"|şablon|biçim|шаблон|формат|парс|токен|разметк|形式|フォーマット|テンプレート|トークン|パーサ|格式|模板|解析|标记"
+    r"|令牌|포맷|형식|템플릿|토큰|파서|قالب|تنسيق|صيغة|प्रारूप|टेम्पलेट"
+    r"|\btags?\b|structured output|formát|định dạng|dokumentation|dokumentacj|documentaci|documentaç|documentazion"
+    r"|esquema|schéma|schemat|схем|スキーマ"
+    r"|ドキュメント|文档|文檔|스키마|문서|दस्तावेज़|प्रलेखन",
+    re.IGNORECASE,
+)
+#: What reaches out from a note of any kind: a URL or an e-mail address.
+_REACHES_OUT: Final = re.compile(r"(?i)://|(?<=[\w.+-])@[\w-]+\.[a-z]{2,}")
+#: Words of a documented turn or call that make it act: it reveals, overrides, sends, or names a secret.
+_ACTING_WORDS: Final = frozenset(
+    [
+        "reveal",
+        "ignore",
+        "disregard",
+        "forget",
+        "bypass",
+        "override",
+        "unrestricted",
+        "obey",
+        "leak",
+        "expose",
+        "exfiltrate",
+        "send",
+        "forward",
+        "transfer",
+        "delete",
+        "approve",
+        "grant",
+        "disable",
+        "secret",
+        "secrets",
+        "password",
+        "passwords",
+        "passwd",
+        "credential",
+        "credentials",
+        "apikey",
+        "keys",
+    ]
+)
+#: A tool's name in XML-style markup: ``<invoke name="search_docs">``.
+_INVOKED_NAME: Final = re.compile(r"<\s*invoke\s+name\s*=\s*[\"']([^\"'\n]{1,80})[\"']")
+
+
+#: The start of a word that writes, sends, pays or grants in a tool's name in another language
+#: (``modifier_permissions``, ``enviar_correo``, ``datei_loeschen``), or names rights.
+_ACTING_STEMS: Final = (
+    "modif",
+    "supprim",
+    "envoy",
+    "envi",
+    "borr",
+    "elimin",
+    "lösch",
+    "loesch",
+    "änder",
+    "aender",
+    "senden",
+    "sende",
+    "überweis",
+    "cancell",
+    "invia",
+    "pagar",
+    "paga",
+    "zahl",
+    "virement",
+    "transf",
+    "удал",
+    "отправ",
+    "измен",
+    "перевод",
+    "permission",
+    "permiss",
+    "admin",
+    "droits",
+    "rechte",
+    "privileg",
+    "shell",
+    "bash",
+    "powershell",
+    "terminal",
+    "cmd",
+    "exec",
+)
+
+
+def _acting_tool(name: str) -> bool:
+    """A tool name with a word that writes, sends, pays, grants or names a secret (``send_email``,
+    ``get_api_keys``, ``modifier_permissions``)."""
+    words = {w.lower() for w in re.split(r"[._/\-\s]|(?<=[a-z])(?=[A-Z])", name) if w}
+    return not (_WRITE_VERBS.isdisjoint(words) and _SECRET_WORDS.isdisjoint(words)) or any(
+        w.startswith(_ACTING_STEMS) for w in words
+    )
+
+
+def _discount_format_docs(text: str, hits: list[Hit], start: int) -> None:
+    """Markup in a note that documents its format (a template's turns, a tool call's tags in docs, a parser's
+    notes, a changelog) is weak evidence: when the markup rules are all that fired, and the text talks about the
+    format, names no tool that writes, sends or reads secrets, and nothing in it reaches out (a URL, an
+    address, a placeholder), its hits become one :data:`_FORMAT_DOCS_HIT` per category (0.5: alone it does not
+    reject, and the check by meaning reads every window of the text)."""
+    found = hits[start:]
+    if not found or any(hit.pattern not in _MARKUP_RULES for hit in found):
+        return
+    if _FORMAT_DOCS.search(text) is None or _REACHES_OUT.search(text) is not None:
+        return
+    names = [m.group(1) for pattern in (_TOOL_NAME, _INVOKED_NAME) for m in pattern.finditer(text)]
+    if any(_acting_tool(name) for name in names):
+        return
+    if any(hit.category == TOOL for hit in found) and _CALL_REACHES_OUT.search(text) is not None:
+        return  # a documented call with a placeholder in it: filled in, it sends what it names
+    if not _ACTING_WORDS.isdisjoint(_plain_words(text).split()):
+        return  # the documented turn or call tells the model to reveal, ignore, send... ("reveal the keys")
+    pattern, weight = _FORMAT_DOCS_HIT
+    # A category with a strong markup hit is one weak hit now (the strongest's span): a note that documents
+    # three formats names many tokens. A category of weak hits only (a token named) stays as it is.
+    strongest: dict[str, Hit] = {}
+    for hit in found:
+        if hit.weight > weight and (hit.category not in strongest or hit.weight > strongest[hit.category].weight):
+            strongest[hit.category] = hit
+    kept = [hit for hit in found if hit.category not in strongest]
+    kept += [evolve(hit, pattern=pattern, weight=weight) for hit in strongest.values()]
+    hits[start:] = kept
+
+
 #: How far around a tool call's match its tool names and arguments are read.
 _TOOL_CALL_REACH: Final = (300, 600)
 _TOOL_NAME: Final = re.compile(r'"(?:name|tool|tool_name|function|recipient_name|action)"\s*:\s*"([^"\n]{1,80})"')
@@ -1228,6 +1487,7 @@ def _scan(
     seen = _collect(text, form, policy, hits)
     if depth == 0:
         _discount_quoted(text, hits, start)
+        _discount_format_docs(text, hits, start)
     if words is not None and depth == 0:
         words.update(seen.wordset)
         words.update(seen.raw_words)
