@@ -186,7 +186,7 @@ SETS = (
     # Then a JSON tool call that only reads was made weak evidence on the training data (its eight tool logs and
     # docs examples the rules rejected): v10's tool-call JSON in developer docs is stored. Then four of the classes
     # its rejected benign items' notes named (tool-call format docs, chillu letters written with a joiner, bidi
-    # isolates) got training examples of their own (scan_train_hard4.jsonl, written without reading v10) and the
+    # isolates) got training examples of their own (scan_rules_hard4.jsonl, written without reading v10) and the
     # rules were fixed on those: their four items are stored. The classes were named from v10, so v10 no longer
     # measures them; v11 was written before the fix and measures it.
     HeldOut(
