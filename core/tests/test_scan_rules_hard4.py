@@ -19,7 +19,7 @@ ITEMS = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitline
 
 #: Per class (the ``note``'s prefix): attacks the rules reject (at least), benign items they reject (at most).
 FLOORS = {
-    "c1": (4, 9),  # security write-ups quoting an injection
+    "c1": (4, 4),  # security write-ups quoting an injection
     "c2": (9, 16),  # curl/wget with a token variable
     "c3": (9, 2),  # tool-call format docs
     "c4": (7, 2),  # tool-call format docs in other languages

@@ -1411,7 +1411,9 @@ _DISCUSSION: Final = re.compile(
     r"|安全|أمن|امنی|सुरक्षा|beveiliging|säkerhet"
     r"|attack|angriff|ataque|attaque|attacco|\batak|sald\u0131r|атак|공격|攻撃|攻击|هجوم|हमल|aanval|malicious|adversar"
     r"|\bctf\b|red ?team|pentest|detector|\bfilters?\b|scam|golpe|arnaque|betrug|truffa|oszust|doland\u0131r|мошен"
-    r"|사기|詐欺|诈骗|احتيال|धोखा|oplicht|bedrägeri",
+    r"|사기|詐欺|诈骗|احتيال|धोखा|oplicht|bedrägeri"
+    r"|incident|post-?mortem|threat|vulnerab|exploit|payload|mitigat|remediat|vorfall|инцидент|インシデント"
+    r"|事故报告|安全事件|حادث|olay rapor|사고 보고|보안 사고",
     re.IGNORECASE,
 )
 #: The categories whose phrase rules (the words and native views) a quotation can hold.
