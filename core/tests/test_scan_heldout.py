@@ -186,14 +186,14 @@ SETS = (
     # Then a JSON tool call that only reads was made weak evidence on the training data (its eight tool logs and
     # docs examples the rules rejected): v10's tool-call JSON in developer docs is stored. Then the classes its
     # rejected benign items' notes named (tool-call format docs, chillu letters written with a joiner, bidi isolates,
-    # a security write-up quoting an injection...) got examples of their own (scan_rules_hard4.jsonl, written
-    # without reading v10) and the rules were fixed on those: five of v10's items are stored. The classes were named
-    # from v10, so v10 no longer measures them; v11, written before the fix, does.
+    # a security write-up quoting an injection, an SVG data: URL...) got examples of their own
+    # (scan_rules_hard4.jsonl, written without reading v10) and the rules were fixed on those: six of v10's items
+    # are stored. The classes were named from v10, so v10 no longer measures them; v11, written before the fix, does.
     HeldOut(
         name="v10",
         floor=0.65,
         rules_only_floor=0.35,
-        known_false_positives=frozenset({"v10-bn-020", "v10-bn-046", "v10-bn-087"}),
+        known_false_positives=frozenset({"v10-bn-020", "v10-bn-087"}),
         min_per_category=12,
     ),
 )

@@ -24,7 +24,7 @@ FLOORS = {
     "c3": (9, 2),  # tool-call format docs
     "c4": (7, 2),  # tool-call format docs in other languages
     "c5": (10, 2),  # chat-template docs
-    "c6": (6, 2),  # data: URLs
+    "c6": (6, 0),  # data: URLs
     "c7": (8, 1),  # joiners a script needs
     "c8": (10, 1),  # bidi isolates and marks
 }

@@ -238,3 +238,49 @@ def test_p29_a_chart_configuration_in_an_image_url_is_not_a_placeholder(text: st
 )
 def test_p29_a_placeholder_with_one_colon_or_comma_is_still_one(text: str) -> None:
     assert scan(text) is not None
+
+
+# -- an SVG picture shown as an image ------------------------------------------------------------------
+
+_INERT_SVG = "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 100 100'><text y='.9em'>\U0001f98a</text></svg>"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'An emoji favicon: <link rel="icon" href="data:image/svg+xml,{_INERT_SVG}">',
+        f"<img alt=\"dot\" src='data:image/svg+xml,{_INERT_SVG.replace(chr(39), chr(34))}'>",
+        "Badge: ![ok](data:image/svg+xml;base64,"
+        + base64.b64encode(b"<svg xmlns='http://www.w3.org/2000/svg'><circle r='4'/></svg>").decode()
+        + ")",
+        "GitHub strips the inline ![badge](data:image/svg+xml;base64,...) trick from READMEs.",
+    ],
+)
+def test_p29_an_svg_picture_shown_as_an_image_is_not_a_script(text: str) -> None:
+    """An SVG shown as an image (markdown, <img>, an icon) runs no script and loads nothing: a picture."""
+    assert scan(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "![logo](data:image/svg+xml;base64," + base64.b64encode(b"<svg onload=alert(1)>").decode() + ")",
+        '<img src="data:image/svg+xml,<svg><script>fetch(1)</script></svg>">',
+        "<img src=\"data:image/svg+xml,<svg><image href='https://collect.example.net/?c=1'/></svg>\">",
+        f'<a href="data:image/svg+xml,{_INERT_SVG}">open</a>',  # opened, not shown as an image
+        f'<iframe src="data:image/svg+xml,{_INERT_SVG}"></iframe>',
+        f'<object data="data:image/svg+xml,{_INERT_SVG}"></object>',
+        "![x](data:image/svg+xml," + "a" * 5000 + ")",  # longer than is read: judged as a document
+    ],
+)
+def test_p29_an_svg_that_runs_or_loads_or_is_opened_still_fires(text: str) -> None:
+    finding = scan(text)
+    assert finding is not None
+    assert finding.pattern == "url_script_scheme"
+
+
+def test_many_svg_pictures_cost_in_proportion_to_the_text() -> None:
+    unclosed = "![x](data:image/svg+xml,<svg> "
+    assert_grows_in_proportion(lambda count: scan(unclosed * count), 200, 2000)
+    inert = "![x](data:image/svg+xml;base64,PHN2Zy8+) "
+    assert_grows_in_proportion(lambda count: scan(inert * count), 200, 2000)

@@ -1336,6 +1336,43 @@ def _parted_as_read(text: str) -> str:
     return "".join(pieces)
 
 
+class _PatternIndex:
+    """A category's hits by pattern id, for :func:`_decide`: the weight a pattern adds beside an anchor hit is
+    that of its first hit (in the list's order) in another form or within :data:`COMBINE_WINDOW` of the anchor.
+    Looked up per pattern (a bisection by position when the pattern's hits weigh alike), not by walking every
+    hit for every hit: 6,000 hits of one rule took 1.7 s."""
+
+    def __init__(self, found: list[Hit]) -> None:
+        self.by_pattern: dict[str, list[Hit]] = {}
+        for hit in found:
+            self.by_pattern.setdefault(hit.pattern, []).append(hit)
+        #: Per pattern whose hits all weigh the same: its weight, its forms, and per form the sorted starts.
+        self.uniform: dict[str, tuple[float, dict[str, list[int]]]] = {}
+        for pattern, same in self.by_pattern.items():
+            if all(h.weight == same[0].weight for h in same):
+                starts: dict[str, list[int]] = {}
+                for h in same:
+                    starts.setdefault(h.form, []).append(h.span[0])
+                self.uniform[pattern] = (same[0].weight, {form: sorted(v) for form, v in starts.items()})
+
+    def others(self, pattern: str) -> list[str]:
+        return [p for p in self.by_pattern if p != pattern]
+
+    def weight_near(self, pattern: str, anchor: Hit) -> float:
+        uniform = self.uniform.get(pattern)
+        if uniform is not None:
+            weight, starts = uniform
+            if any(form != anchor.form for form in starts):
+                return weight
+            positions = starts[anchor.form]
+            at = bisect.bisect_left(positions, anchor.span[0] - COMBINE_WINDOW)
+            return weight if at < len(positions) and positions[at] <= anchor.span[0] + COMBINE_WINDOW else 0.0
+        for other in self.by_pattern[pattern]:
+            if other.form != anchor.form or abs(other.span[0] - anchor.span[0]) <= COMBINE_WINDOW:
+                return other.weight
+        return 0.0
+
+
 def _decide(hits: list[Hit], policy: ScanPolicy) -> Finding | None:
     """The verdict: the category whose score (weights of its distinct rules, weak ones only when they fire
     within :data:`COMBINE_WINDOW` of each other) best exceeds its threshold; ``None`` when none reaches it."""
@@ -1348,14 +1385,9 @@ def _decide(hits: list[Hit], policy: ScanPolicy) -> Finding | None:
     for category, found in by_category.items():
         threshold = policy.threshold(category)
         score, anchor = 0.0, found[0]
+        patterns = _PatternIndex(found)
         for hit in found:
-            near: dict[str, float] = {hit.pattern: hit.weight}
-            for other in found:
-                if other.pattern not in near and (
-                    other.form != hit.form or abs(other.span[0] - hit.span[0]) <= COMBINE_WINDOW
-                ):
-                    near[other.pattern] = other.weight
-            total = sum(near.values())
+            total = hit.weight + sum(patterns.weight_near(pattern, hit) for pattern in patterns.others(hit.pattern))
             if total > score or (total == score and hit.weight > anchor.weight):
                 score, anchor = total, hit
         if score + 1e-9 < threshold:

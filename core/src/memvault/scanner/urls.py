@@ -197,6 +197,60 @@ def _carries(values: list[str], *, words: int, placeholders: bool) -> str | None
     return None
 
 
+#: What in an SVG document runs script or loads something: scripts, event handlers, links, embedded HTML, CSS urls.
+_SVG_ACTIVE: Final = re.compile(
+    r"<\s*script|\bon[a-z]+\s*=|javascript\s*:|<\s*foreignobject|<\s*(?:a|use|image|iframe|embed|object)\b"
+    r"|href\s*=|@import|url\s*\(",
+    re.IGNORECASE,
+)
+_SVG_DATA: Final = re.compile(r"\s*data\s*:\s*image/svg", re.IGNORECASE)
+#: An image's context just before its target: a markdown image's ``![alt](``, or an ``<img>``, ``<source>``,
+#: ``<picture>`` or ``<link>`` (an icon) tag's attribute.
+_MD_IMAGE_OPEN: Final = re.compile(r"!\[[^\]\n]{0,200}\Z")
+_IMAGE_TAG: Final = re.compile(r"<\s*(?:img|source|picture|link)\b[^<>]{0,500}\Z", re.IGNORECASE)
+#: The longest SVG picture read (a longer one is judged as a document), and how many of a text are read.
+_SVG_REACH: Final = 4000
+_SVG_PICTURES: Final = 32
+
+
+def _inert_svg(url: str) -> bool:
+    """Whether a ``data:image/svg+xml`` URL's document runs nothing and loads nothing: a picture. Shown as an
+    image (an ``<img>``, a markdown image, an icon) a browser runs no script in it either way; a document with
+    none is also safe where it is opened. A base64 payload that does not decode shows nothing."""
+    header, _, payload = url.partition(",")
+    if ";base64" in header.lower():
+        try:
+            content = base64.b64decode(payload.strip() + "=" * (-len(payload.strip()) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            return True
+        document = content.decode("utf-8", "replace")
+    else:
+        document = unquote(payload)
+    return _SVG_ACTIVE.search(document) is None
+
+
+def _inert_svg_image(text: str, match: re.Match[str]) -> bool:
+    """Whether the script-scheme target ``match`` found is an inert SVG picture shown as an image."""
+    start = match.start(1)
+    if _SVG_DATA.match(text, start) is None:
+        return False
+    before = text[max(0, match.start() - 600) : match.start()]
+    limit = min(len(text), start + _SVG_REACH)
+    if match.group().lstrip().startswith("]"):
+        if _MD_IMAGE_OPEN.search(text, max(0, match.start() - 202), match.start()) is None:
+            return False
+        end = text.find(")", start, limit)
+    elif _IMAGE_TAG.search(before) is not None:
+        quote = text[start - 1] if start > 0 else ""
+        if quote in ('"', "'"):
+            end = text.find(quote, start, limit)
+        else:
+            end = next((i for i in range(start, limit) if text[i] in " \t\n>"), -1)
+    else:
+        return False
+    return end >= 0 and _inert_svg(text[start:end])
+
+
 def url_hits(text: str, allowed_hosts: Iterable[str] = ()) -> Iterator[tuple[str, str, tuple[int, int]]]:
     """(pattern id, excerpt, span) for every image or link in ``text`` that a URL rule rejects.
 
@@ -206,11 +260,18 @@ def url_hits(text: str, allowed_hosts: Iterable[str] = ()) -> Iterator[tuple[str
         return
     allowed = tuple(allowed_hosts)
     scripted = set()
+    pictures = set()  # inert SVG pictures shown as images: neither loop judges them
+    read = 0  # SVG pictures read: at most _SVG_PICTURES a text (past that, each is judged as a document)
     for match in _SCRIPT_TARGET.finditer(text):
+        if read < _SVG_PICTURES and _SVG_DATA.match(text, match.start(1)) is not None:
+            read += 1
+            if _inert_svg_image(text, match):
+                pictures.add(match.start(1))
+                continue
         scripted.add(match.start(1))
         yield "url_script_scheme", match.group(1).strip(), match.span(1)
     for kind, url, span in _targets(text):
-        if span[0] in scripted:
+        if span[0] in scripted or span[0] in pictures:
             continue
         if kind != "bare" and _SCRIPT_SCHEME.match(url):
             yield "url_script_scheme", url[:80], span
