@@ -83,10 +83,14 @@ _Conn = psycopg.Connection[tuple[Any, ...]]
 HEALTH_DEADLINE: Final = 0.9
 #: Seconds after a successful call during which a pooled connection is lent without a check.
 _TRUST_RECENT: Final = 1.0
+#: How many deleted row versions a VACUUM FULL copied, in its report. VACUUM's reports are read in English:
+#: the provider sets ``lc_messages`` to ``C`` for its VACUUMs where the role may (see _untranslated).
 _RECENTLY_DEAD: Final = re.compile(r"(\d+) dead row versions cannot be removed yet")
 #: The transaction id below which VACUUM removes deleted rows, in its report (PostgreSQL 15 and later
 #: say "removable cutoff", earlier releases "oldest xmin").
 _CUTOFF: Final = re.compile(r"(?:removable cutoff|oldest xmin): (\d+)")
+#: ``lc_messages`` values under which the server's messages are not translated.
+_UNTRANSLATED: Final = frozenset({"c", "posix"})
 #: Seconds the background retry of a pending erasure waits for a shard's lock (``erase_lock_timeout``
 #: when that is shorter). Retains and recalls of the shard that arrive meanwhile queue behind the
 #: waiting rewrite, so none waits for it much longer than this; the rewrite tries again next round.
@@ -325,6 +329,8 @@ class PostgresProvider:
         #: The background retry of pending erasures (P24), and the connection of its round in progress.
         self._erase_retry = self._new_erase_retry()
         self._retry_conn: _Conn | None = None
+        #: The retry said that VACUUM's report cannot be read, and has not read one since (it says it once).
+        self._retry_said_unreadable = False
         self._open_schema()
         self.pool = self._new_pool()
         after_fork_in_child(self, PostgresProvider._forked)
@@ -375,6 +381,7 @@ class PostgresProvider:
         # The parent's retry thread is not here, and its lock may have been held at the fork.
         self._erase_retry = self._new_erase_retry()
         self._retry_conn = None
+        self._retry_said_unreadable = False
         if self._closed:
             self._erase_retry.stop(wait=0.0)
         else:
@@ -1003,6 +1010,9 @@ class PostgresProvider:
         files and truncates the old ones. It copies a deleted row too while an
         older transaction may still see it; then the shard stays recorded and a
         later call (the background retry, the next forget, or the next open) rewrites it again.
+        Whether it did is read from VACUUM's report (in ``C`` where the role may set ``lc_messages``:
+        :func:`_untranslated`). A report that cannot be read confirms nothing: each relation is then
+        rewritten once, stays recorded, and a warning says what to grant.
 
         :param wait: seconds over the whole call a forget waits out a transaction that ends soon (an
             autovacuum's ANALYZE, a short report): the rewrite is tried again, the pauses doubling (at least
@@ -1019,31 +1029,70 @@ class PostgresProvider:
         recorded = [str(r[0]) for r in conn.execute("SELECT relation FROM erasures ORDER BY relation")]
         if relations is not None:
             recorded = [r for r in recorded if r in set(relations)]
+        if not recorded:
+            return pending
         deadline = time.monotonic() + wait
-        for relation in recorded:
-            done = False
-            attempt = 0
-            while True:
-                started = conn.execute("SELECT clock_timestamp()").fetchone()
-                assert started is not None
-                if self._vacuum_full(conn, relation, self.erase_lock_timeout if lock_wait is None else lock_wait):
-                    conn.execute(
-                        "DELETE FROM erasures WHERE relation = %s AND requested_at <= %s", (relation, started[0])
-                    )
-                    done = True
-                    break
-                attempt += 1
-                pause = min(0.05 * 2 ** (attempt - 1), 0.5)
-                if attempt >= tries and time.monotonic() + pause > deadline:
-                    break
-                time.sleep(pause)
-            if not done:
-                pending.append(relation)
+        #: Set once a report could not be read: each relation left is rewritten once (its bytes go if
+        #: nothing holds them) and stays recorded, since another rewrite would tell no more.
+        unreadable = False
+        with _untranslated(conn) as readable:
+            for relation in recorded:
+                attempt = 0
+                while True:
+                    started = conn.execute("SELECT clock_timestamp()").fetchone()
+                    assert started is not None
+                    wait_lock = self.erase_lock_timeout if lock_wait is None else lock_wait
+                    scrubbed = self._vacuum_full(conn, relation, wait_lock)
+                    if scrubbed:
+                        conn.execute(
+                            "DELETE FROM erasures WHERE relation = %s AND requested_at <= %s", (relation, started[0])
+                        )
+                        break
+                    if scrubbed is None and not readable and not unreadable:
+                        unreadable = True
+                        log.warning("%s", self._unreadable_report(conn))
+                    if unreadable:
+                        break
+                    attempt += 1
+                    pause = min(0.05 * 2 ** (attempt - 1), 0.5)
+                    if attempt >= tries and time.monotonic() + pause > deadline:
+                        break
+                    time.sleep(pause)
+                if not scrubbed:
+                    pending.append(relation)
         return pending
 
-    def _vacuum_full(self, conn: _Conn, relation: str, lock_wait: float) -> bool:
-        """``VACUUM FULL`` one relation, waiting at most ``lock_wait`` s for its lock; True when it left no
-        dead row behind."""
+    def _unreadable_report(self, conn: _Conn) -> str:
+        """What an operator reads when VACUUM's report is in a language the provider cannot read, and the
+        role may not set ``lc_messages`` for its VACUUMs (see :func:`_untranslated`): what to run."""
+        row = conn.execute("SELECT current_user, current_setting('lc_messages')").fetchone()
+        assert row is not None
+        role = sql.Identifier(str(row[0])).as_string(conn)
+        if conn.info.server_version >= 150000:
+            fix = (
+                f"as a superuser, run GRANT SET ON PARAMETER lc_messages TO {role} (it applies at once: the "
+                f"background retry then finishes the pending erasures), or ALTER ROLE {role} SET lc_messages = 'C' "
+                "(it applies to new connections: restart the process)"
+            )
+        else:
+            fix = (
+                f"as a superuser, run ALTER ROLE {role} SET lc_messages = 'C' (it applies to new connections: "
+                "restart the process; before PostgreSQL 15 only a superuser may set lc_messages in a session)"
+            )
+        return (
+            f"PostgreSQL {self.where}: VACUUM reports in the server's message language (lc_messages = "
+            f"{str(row[1])!r}), which memvault cannot read, and role {role} may not set lc_messages to 'C' for "
+            "its VACUUMs; so no erasure can be confirmed to have left the table files: each stays pending "
+            f"(health counts it) and recorded, and is never reported complete. To let them finish, {fix}"
+        )
+
+    def _vacuum_full(self, conn: _Conn, relation: str, lock_wait: float) -> bool | None:
+        """``VACUUM FULL`` one relation, waiting at most ``lock_wait`` s for its lock.
+
+        :return: True when it left no dead row behind; False when it kept some, or did not get the lock;
+            ``None`` when its report has no statistics in English (the server's messages in another
+            language, or no report at all): it cannot tell.
+        """
         details: list[str] = []
 
         def notice(diag: psycopg.errors.Diagnostic) -> None:
@@ -1060,8 +1109,9 @@ class PostgresProvider:
         finally:
             conn.remove_notice_handler(notice)
         kept = [int(m.group(1)) for d in details for m in [_RECENTLY_DEAD.search(d)] if m]
-        # No statistics line at all (another server language): cannot tell, so not done.
-        return bool(kept) and not any(kept)
+        if not kept:
+            return None
+        return not any(kept)
 
     # -- the background retry of pending erasures (P24) -------------------------
 
@@ -1083,13 +1133,12 @@ class PostgresProvider:
                 conn.cancel_safe(timeout=0.5)
         self._erase_retry.stop(wait=2.0)
 
-    def _erase_retry_round(self) -> bool | None:
-        """One round of the background retry: True when no erasure is pending any more, False when one
-        still is, None when the retry cannot tell (see :meth:`_retry_pending`)."""
+    def _erase_retry_round(self) -> bool:
+        """One round of the background retry: True when no erasure is pending any more, else False."""
         with self._errors("erase retry"):
             return self._run(self._retry_pending)
 
-    def _retry_pending(self, conn: _Conn) -> bool | None:
+    def _retry_pending(self, conn: _Conn) -> bool:
         """Rewrite the recorded relations that a rewrite can scrub now, each waiting at most
         :data:`ERASE_RETRY_LOCK_WAIT` for its lock.
 
@@ -1098,7 +1147,9 @@ class PostgresProvider:
         an older transaction may still see, so a relation is rewritten only once VACUUM's cutoff has
         passed the transaction that recorded it (the ``xmin`` of its ``erasures`` row: the erasure's
         own, or a later one's): a long report or ``pg_dump`` costs a round a plain ``VACUUM`` of the
-        small ``erasures`` table, not a rewrite of the shard.
+        small ``erasures`` table, not a rewrite of the shard. When that VACUUM's report cannot be read
+        (see :func:`_untranslated`), the round rewrites nothing and says why, once until a report is
+        read again; the rounds go on, so a grant lets the next one finish the erasures.
         """
         key = f"memvault-erase-retry:{self.schema}"
         row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
@@ -1108,28 +1159,35 @@ class PostgresProvider:
         try:
             if not _erasures_recorded(conn):
                 return True
-            try:
-                cutoff = _removable_cutoff(conn, min(self.erase_lock_timeout, ERASE_RETRY_LOCK_WAIT))
-            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
-                return False  # another VACUUM of the erasures table: next round
-            if cutoff is None:
-                log.warning(
-                    "PostgreSQL %s: cannot read VACUUM's report (server messages not in English?), so the "
-                    "background retry of pending erasures stops; they finish at the next forget or start, "
-                    "and only with lc_messages = 'C' (ALTER ROLE ... SET lc_messages = 'C')",
-                    self.where,
-                )
-                return None
-            ready = [
-                str(r[0])
-                for r in conn.execute(
-                    "SELECT relation FROM erasures WHERE age(xmin) > age(%s::text::xid) ORDER BY relation",
-                    (str(cutoff),),
-                )
-            ]
-            if ready:
-                lock_wait = min(self.erase_lock_timeout, ERASE_RETRY_LOCK_WAIT)
-                self._scrub(conn, relations=ready, tries=1, lock_wait=lock_wait)
+            with _untranslated(conn) as readable:
+                try:
+                    cutoff = _removable_cutoff(conn, min(self.erase_lock_timeout, ERASE_RETRY_LOCK_WAIT))
+                except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
+                    return False  # another VACUUM of the erasures table: next round
+                if cutoff is None:
+                    if not self._retry_said_unreadable:
+                        self._retry_said_unreadable = True
+                        if readable:
+                            log.warning(
+                                "PostgreSQL %s: the report of VACUUM (VERBOSE) erasures named no removable "
+                                "cutoff, so the background retry cannot tell when a rewrite would finish the "
+                                "pending erasures; it asks again at each round (up to a minute apart)",
+                                self.where,
+                            )
+                        else:
+                            log.warning("%s", self._unreadable_report(conn))
+                    return False
+                self._retry_said_unreadable = False
+                ready = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT relation FROM erasures WHERE age(xmin) > age(%s::text::xid) ORDER BY relation",
+                        (str(cutoff),),
+                    )
+                ]
+                if ready:
+                    lock_wait = min(self.erase_lock_timeout, ERASE_RETRY_LOCK_WAIT)
+                    self._scrub(conn, relations=ready, tries=1, lock_wait=lock_wait)
             return not _erasures_recorded(conn)
         finally:
             self._retry_conn = None
@@ -1670,6 +1728,44 @@ def _prune_keys(conn: _Conn, before: _dt.datetime) -> int:
 
 
 @contextmanager
+def _untranslated(conn: _Conn) -> Iterator[bool]:
+    """Inside the block the session's server messages are untranslated (``lc_messages`` ``C``) where the
+    role may set that, so VACUUM's reports can be read (:data:`_RECENTLY_DEAD`, :data:`_CUTOFF`) whatever
+    the server's language; it is reset after.
+
+    A superuser may set ``lc_messages``, and on PostgreSQL 15 and later a role granted ``SET ON PARAMETER
+    lc_messages``. A session in ``C`` or ``POSIX`` already (``ALTER ROLE ... SET lc_messages = 'C'``) is
+    left as it is (such a role could not reset it). Another role's session keeps the server's language:
+    its reports are read when that is English, and otherwise cannot be.
+
+    :return: (as the block's value) whether the messages are untranslated, so a report without the
+        statistics sought is not for want of English.
+    """
+    may_set = "current_setting('is_superuser') = 'on'"
+    if conn.info.server_version >= 150000:
+        may_set += " OR has_parameter_privilege('lc_messages', 'SET')"
+    row = conn.execute(f"SELECT current_setting('lc_messages'), {may_set}").fetchone()
+    assert row is not None
+    if str(row[0]).lower() in _UNTRANSLATED:
+        yield True
+        return
+    if not row[1]:
+        yield False
+        return
+    try:
+        conn.execute("SET lc_messages TO 'C'")
+    except psycopg.errors.InsufficientPrivilege:  # the grant revoked since the query above
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        if not conn.closed:
+            with suppress(psycopg.Error):
+                conn.execute("RESET lc_messages")
+
+
+@contextmanager
 def _lock_timeout(conn: _Conn, seconds: float) -> Iterator[None]:
     """The session's ``lock_timeout`` is ``seconds`` (at least 1 ms: 0 would wait for ever) inside the block."""
     conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(1, int(seconds * 1000))}",))
@@ -1693,7 +1789,7 @@ def _removable_cutoff(conn: _Conn, lock_wait: float) -> int | None:
     shard's rewrite, leaving out what holds nothing back (a plain VACUUM elsewhere shows an xmin in
     ``pg_stat_activity`` but keeps no row alive).
 
-    :return: ``None`` when the report cannot be read (server messages in another language).
+    :return: ``None`` when the report names no cutoff (in English: see :func:`_untranslated`).
     :raises psycopg.errors.LockNotAvailable: another VACUUM of the table held it for ``lock_wait`` s.
     """
     details: list[str] = []
@@ -1724,8 +1820,9 @@ def _pending_result(removed: int, pending: list[str], where: str) -> ForgetResul
     """
     log.warning(
         "PostgreSQL %s: erased rows are gone, but the files of %s may still hold their text (another "
-        "transaction kept old row versions alive or held a lock); a background retry finishes the erasure "
-        "once that transaction ends (or the next forget or start does)",
+        "transaction kept old row versions alive or held a lock, or VACUUM's report could not be read: then "
+        "a warning before this one says what to grant); a background retry finishes the erasure once it can "
+        "(or the next forget or start does)",
         where,
         ", ".join(pending),
     )

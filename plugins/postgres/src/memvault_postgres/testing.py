@@ -79,7 +79,9 @@ class TemporaryCluster:
     It has a superuser ``postgres`` and an unprivileged role ``memvault`` owning
     a database ``memvault`` (the role the provider connects as: :meth:`dsn`).
     Use it as a context manager; :meth:`stop` also runs at exit of the block
-    when the body raised.
+    when the body raised. ``settings`` adds or overrides server settings:
+    ``{"lc_messages": "de_DE.UTF-8"}`` starts a server whose messages are in
+    German (the locale must be generated on the machine).
     """
 
     def __init__(self, *, bindir: Path | None = None, settings: dict[str, str] | None = None) -> None:
