@@ -387,7 +387,17 @@ def main() -> None:
     parser.add_argument("--out", default="", help="write the Markdown tables here (after each part)")
     parser.add_argument("--skip-heldout", action="store_true", help="out of fold, cost and size only")
     parser.add_argument("--locomo", action="store_true", help="also LoCoMo's turns (benign)")
+    parser.add_argument(
+        "--heldout",
+        type=int,
+        nargs="+",
+        default=[10],
+        help="held-out set versions to measure, never trained on (default: %(default)s; v2..v9 are training data now)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: %(default)s)")
+    parser.add_argument("--save-model", type=Path, default=None, help="save the final model's weights here (torch)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     args.cache.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     report = Report(args.out)
@@ -594,7 +604,10 @@ def main() -> None:
             both, SemanticCheck(both, intents=no_intents, head=tuned_head("fine-tuned + char", True), chars=chars)
         ),
     }
-    paths = [*probe.HELDOUT, *([probe.LOCOMO] if args.locomo else [])]
+    if args.save_model is not None:
+        torch.save({"state": final.state_dict(), "thresholds": thresholds, "classes": CLASSES}, args.save_model)
+    heldout = [ROOT / "core" / "tests" / "data" / f"scan_heldout_v{v}.jsonl" for v in args.heldout]
+    paths = [*heldout, *([probe.LOCOMO] if args.locomo else [])]
     for path in paths:
         if path == probe.LOCOMO:
             items = probe.locomo_turns()
