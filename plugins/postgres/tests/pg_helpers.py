@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
 import memvault
+from memvault_postgres.testing import TemporaryCluster
 
 
 def put(
@@ -32,3 +40,50 @@ def recall(vault: memvault.Vault, query: str, *, ws: str = "w1") -> list[memvaul
 
 def erase(vault: memvault.Vault, subject: str, *, ws: str = "w1") -> int:
     return vault.forget(memvault.ForgetRequest(workspace_id=ws, data_subject_id=subject)).removed
+
+
+# -- erasure tests: read the store as an administrator, not through the vault ------------------------------
+
+
+@contextmanager
+def old_snapshot(cluster: TemporaryCluster) -> Iterator[psycopg.Connection[Any]]:
+    """A transaction that holds a snapshot (a report, a ``pg_dump``) and no lock on the store's tables."""
+    holder = cluster.admin("memvault")
+    try:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT count(*) FROM pg_class").fetchone()
+        yield holder
+    finally:
+        holder.close()
+
+
+def one(cluster: TemporaryCluster, query: str, *params: Any) -> Any:
+    """The first column of the first row ``query`` returns."""
+    with cluster.admin("memvault") as conn:
+        row = conn.execute(query, params or None).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def recorded(cluster: TemporaryCluster, schema_name: str) -> int:
+    """How many erasures the store has recorded as pending."""
+    return int(one(cluster, f"SELECT count(*) FROM {schema_name}.erasures"))
+
+
+def until_erasures_finished(cluster: TemporaryCluster, schema_name: str, deadline: float = 15.0) -> float:
+    """Seconds until no erasure is recorded any more."""
+    start = time.monotonic()
+    while recorded(cluster, schema_name):
+        assert time.monotonic() < start + deadline, "the pending erasure never finished by itself"
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def no_trace(cluster: TemporaryCluster, schema_name: str, secret: str) -> None:
+    """No row holds the text, and after a checkpoint no data file outside pg_wal holds a byte of it."""
+    like = f"%{secret}%"
+    assert one(cluster, f"SELECT count(*) FROM {schema_name}.documents WHERE body LIKE %s", like) == 0
+    assert one(cluster, f"SELECT count(*) FROM {schema_name}.lines WHERE text LIKE %s", like) == 0
+    with cluster.admin("memvault") as conn:
+        conn.execute("CHECKPOINT")
+    assert cluster.files_containing(secret.encode()) == []

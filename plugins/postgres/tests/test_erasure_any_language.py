@@ -19,12 +19,11 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import pytest
-from pg_helpers import body, put, recall
+from pg_helpers import body, no_trace, old_snapshot, put, recall, recorded, until_erasures_finished
 
 import memvault
 from memvault_postgres.testing import TemporaryCluster
@@ -85,18 +84,6 @@ def _open(cluster: TemporaryCluster, schema_name: str, user: str, **settings: An
     return memvault.open("postgres", dsn=dsn, schema=schema_name, scanner="off", **settings)
 
 
-@contextmanager
-def _old_snapshot(cluster: TemporaryCluster) -> Iterator[psycopg.Connection[Any]]:
-    """A transaction that holds a snapshot (a report, a ``pg_dump``) and no lock on the store's tables."""
-    holder = cluster.admin("memvault")
-    try:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM pg_class").fetchone()
-        yield holder
-    finally:
-        holder.close()
-
-
 class _Readers:
     """Threads recalling the partition in a loop through a vault of their own, until the block ends: each
     recall holds its shard's lock while it reads, and the erasure's rewrite needs that shard alone."""
@@ -134,26 +121,6 @@ class _Readers:
         assert not self.failures, self.failures
 
 
-def _one(cluster: TemporaryCluster, query: str) -> Any:
-    with cluster.admin("memvault") as conn:
-        row = conn.execute(query).fetchone()
-    assert row is not None
-    return row[0]
-
-
-def _recorded(cluster: TemporaryCluster, schema_name: str) -> int:
-    return int(_one(cluster, f"SELECT count(*) FROM {schema_name}.erasures"))
-
-
-def _until_finished(cluster: TemporaryCluster, schema_name: str) -> float:
-    """Seconds until no erasure is recorded any more (read by the test, not through the vault)."""
-    start = time.monotonic()
-    while _recorded(cluster, schema_name):
-        assert time.monotonic() < start + DEADLINE, "the pending erasure never finished by itself"
-        time.sleep(0.02)
-    return time.monotonic() - start
-
-
 def _seed(vault: memvault.Vault, secret: str, subject: str) -> None:
     """Lines the readers recall, and the subject's line in the same partition (the same shard)."""
     notes = "".join(f"ordinary note {i} about the garden today\n" for i in range(200))
@@ -163,15 +130,6 @@ def _seed(vault: memvault.Vault, secret: str, subject: str) -> None:
 
 def _forget(vault: memvault.Vault, subject: str) -> memvault.ForgetResult:
     return vault.forget(memvault.ForgetRequest(workspace_id="w1", data_subject_id=subject))
-
-
-def _no_trace(cluster: TemporaryCluster, schema_name: str, secret: str) -> None:
-    """No row holds the text, and after a checkpoint no data file outside pg_wal holds a byte of it."""
-    assert _one(cluster, f"SELECT count(*) FROM {schema_name}.documents WHERE body LIKE '%{secret}%'") == 0
-    assert _one(cluster, f"SELECT count(*) FROM {schema_name}.lines WHERE text LIKE '%{secret}%'") == 0
-    with cluster.admin("memvault") as conn:
-        conn.execute("CHECKPOINT")
-    assert cluster.files_containing(secret.encode()) == []
 
 
 def _grant_advice(caplog: pytest.LogCaptureFixture, role: str) -> list[str]:
@@ -193,19 +151,19 @@ def test_a_pending_erasure_under_busy_readers_finishes_by_itself_on_a_german_ser
     secret = f"germantext{uuid.uuid4().hex}"
     with _open(german, schema_name, "postgres", **FAST) as vault:
         _seed(vault, secret, "subject-g")
-        with _Readers(german, schema_name, "postgres") as readers, _old_snapshot(german) as holder:
+        with _Readers(german, schema_name, "postgres") as readers, old_snapshot(german) as holder:
             result = _forget(vault, "subject-g")
             assert (result.removed, result.pending) == (1, True)  # the old snapshot still sees the rows
             assert body(vault) == ""
             time.sleep(1.0)  # retry rounds at about 0.2 and 0.6 s: the old snapshot still sees the rows
-            assert _recorded(german, schema_name) > 0
+            assert recorded(german, schema_name) > 0
             holder.execute("ROLLBACK")
-            took = _until_finished(german, schema_name)  # no forget, no write, no restart meanwhile
+            took = until_erasures_finished(german, schema_name)  # no forget, no write, no restart meanwhile
             recalls = sum(readers.done)
         print(f"finished {took:.2f} s after the old transaction ended; {recalls} recalls by the readers")
         assert vault.health().pending_erasures == 0
         assert recall(vault, secret) == []
-    _no_trace(german, schema_name, secret)
+    no_trace(german, schema_name, secret)
 
 
 def test_an_erasure_completes_at_once_on_a_german_server_and_the_connection_speaks_german_again_p24(
@@ -221,7 +179,7 @@ def test_an_erasure_completes_at_once_on_a_german_server_and_the_connection_spea
         assert vault.health().pending_erasures == 0
         with vault.provider.pool.connection() as conn:  # type: ignore[attr-defined]
             assert conn.execute("SHOW lc_messages").fetchone()[0] == LOCALE
-    _no_trace(german, schema_name, secret)
+    no_trace(german, schema_name, secret)
 
 
 def test_a_role_that_may_not_set_lc_messages_keeps_the_erasure_pending_until_granted_p24(
@@ -235,23 +193,23 @@ def test_a_role_that_may_not_set_lc_messages_keeps_the_erasure_pending_until_gra
     secret = f"ungranted{uuid.uuid4().hex}"
     with _open(german, schema_name, role, **FAST) as vault:
         _seed(vault, secret, "subject-u")
-        with _Readers(german, schema_name, role), _old_snapshot(german) as holder:
+        with _Readers(german, schema_name, role), old_snapshot(german) as holder:
             result = _forget(vault, "subject-u")
             assert (result.removed, result.pending) == (1, True)
             holder.execute("ROLLBACK")
         time.sleep(1.5)  # retry rounds at about 0.2, 0.6 and 1.4 s: the old transaction has ended
-        assert _recorded(german, schema_name) > 0  # never confirmed, so never reported complete
+        assert recorded(german, schema_name) > 0  # never confirmed, so never reported complete
         assert vault.health().pending_erasures == 1
         again = _forget(vault, "subject-u")  # nothing holds the rows now, and still no confirmation
         assert (again.removed, again.pending) == (0, True)
-        assert _recorded(german, schema_name) > 0
+        assert recorded(german, schema_name) > 0
         assert _grant_advice(caplog, role), "no warning named the GRANT that lets the erasure finish"
         with german.admin() as admin:
             admin.execute(f"GRANT SET ON PARAMETER lc_messages TO {role}")
-        took = _until_finished(german, schema_name)  # the background retry, with no restart
+        took = until_erasures_finished(german, schema_name)  # the background retry, with no restart
         print(f"finished {took:.2f} s after the grant")
         assert vault.health().pending_erasures == 0
-    _no_trace(german, schema_name, secret)
+    no_trace(german, schema_name, secret)
 
 
 def test_a_role_granted_set_on_lc_messages_erases_at_once_p24(german: TemporaryCluster, schema_name: str) -> None:
@@ -261,7 +219,7 @@ def test_a_role_granted_set_on_lc_messages_erases_at_once_p24(german: TemporaryC
         _seed(vault, secret, "subject-a")
         result = _forget(vault, "subject-a")
         assert (result.removed, result.pending) == (1, False)
-    _no_trace(german, schema_name, secret)
+    no_trace(german, schema_name, secret)
 
 
 def test_a_role_whose_own_lc_messages_is_c_erases_without_the_grant_p24(
@@ -275,4 +233,4 @@ def test_a_role_whose_own_lc_messages_is_c_erases_without_the_grant_p24(
         _seed(vault, secret, "subject-c")
         result = _forget(vault, "subject-c")
         assert (result.removed, result.pending) == (1, False)
-    _no_trace(german, schema_name, secret)
+    no_trace(german, schema_name, secret)

@@ -9,13 +9,10 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 import pytest
-from pg_helpers import body, put
+from pg_helpers import body, no_trace, old_snapshot, one, put, recorded, until_erasures_finished
 
 import memvault
 from memvault_postgres import retry
@@ -35,48 +32,16 @@ def _open(cluster: TemporaryCluster, schema_name: str, **settings: Any) -> memva
     return memvault.open("postgres", dsn=cluster.dsn(), schema=schema_name, scanner="off", **settings)
 
 
-@contextmanager
-def _old_snapshot(cluster: TemporaryCluster) -> Iterator[psycopg.Connection[Any]]:
-    """A transaction that holds a snapshot (a report, a ``pg_dump``) and no lock on the store's tables."""
-    holder = cluster.admin("memvault")
-    try:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM pg_class").fetchone()
-        yield holder
-    finally:
-        holder.close()
-
-
-def _one(cluster: TemporaryCluster, query: str, *params: Any) -> Any:
-    with cluster.admin("memvault") as conn:
-        row = conn.execute(query, params).fetchone()
-    assert row is not None
-    return row[0]
-
-
 def _shard(cluster: TemporaryCluster, schema_name: str) -> str:
     """The documents shard of partition w1/a1 (every test writes there)."""
     return str(
-        _one(cluster, f"SELECT c.relname FROM {schema_name}.documents AS d JOIN pg_class AS c ON c.oid = d.tableoid")
+        one(cluster, f"SELECT c.relname FROM {schema_name}.documents AS d JOIN pg_class AS c ON c.oid = d.tableoid")
     )
 
 
 def _filenode(cluster: TemporaryCluster, schema_name: str, relation: str) -> int:
     """The relation's file: every ``VACUUM FULL`` writes a new one."""
-    return int(_one(cluster, "SELECT relfilenode FROM pg_class WHERE oid = %s::regclass", f"{schema_name}.{relation}"))
-
-
-def _recorded(cluster: TemporaryCluster, schema_name: str) -> int:
-    return int(_one(cluster, f"SELECT count(*) FROM {schema_name}.erasures"))
-
-
-def _until_finished(cluster: TemporaryCluster, schema_name: str) -> float:
-    """Seconds until no erasure is recorded any more (read by the test, not through the vault)."""
-    start = time.monotonic()
-    while _recorded(cluster, schema_name):
-        assert time.monotonic() < start + DEADLINE, "the pending erasure never finished by itself"
-        time.sleep(0.02)
-    return time.monotonic() - start
+    return int(one(cluster, "SELECT relfilenode FROM pg_class WHERE oid = %s::regclass", f"{schema_name}.{relation}"))
 
 
 def _retry_threads() -> list[threading.Thread]:
@@ -96,16 +61,6 @@ def _forget_pending(vault: memvault.Vault, subject: str) -> None:
     assert (result.removed, result.pending) == (1, True)
 
 
-def _no_trace(cluster: TemporaryCluster, schema_name: str, secret: str) -> None:
-    """No row holds the text, and after a checkpoint no data file outside pg_wal holds a byte of it."""
-    like = f"%{secret}%"
-    assert _one(cluster, f"SELECT count(*) FROM {schema_name}.documents WHERE body LIKE %s", like) == 0
-    assert _one(cluster, f"SELECT count(*) FROM {schema_name}.lines WHERE text LIKE %s", like) == 0
-    with cluster.admin("memvault") as conn:
-        conn.execute("CHECKPOINT")
-    assert cluster.files_containing(secret.encode()) == []
-
-
 def test_a_pending_erasure_finishes_by_itself_once_the_old_transaction_ends_p24(
     cluster: TemporaryCluster, schema_name: str
 ) -> None:
@@ -113,7 +68,7 @@ def test_a_pending_erasure_finishes_by_itself_once_the_old_transaction_ends_p24(
     with _open(cluster, schema_name, **FAST) as vault:
         put(vault, f"the secret is {secret}\n", subject="subject-r")
         shard = _shard(cluster, schema_name)
-        with _old_snapshot(cluster) as holder:
+        with old_snapshot(cluster) as holder:
             _forget_pending(vault, "subject-r")
             assert vault.health().pending_erasures == 1
             assert body(vault) == ""
@@ -121,13 +76,13 @@ def test_a_pending_erasure_finishes_by_itself_once_the_old_transaction_ends_p24(
             time.sleep(1.5)  # rounds at about 0.2, 0.6 and 1.4 s: the old snapshot still sees the rows
             # Nothing rewritten for nothing: the retry saw that VACUUM could not drop the rows yet.
             assert _filenode(cluster, schema_name, shard) == before
-            assert _recorded(cluster, schema_name) > 0
+            assert recorded(cluster, schema_name) > 0
             holder.execute("ROLLBACK")
-            took = _until_finished(cluster, schema_name)  # no forget, no write, no restart meanwhile
+            took = until_erasures_finished(cluster, schema_name)  # no forget, no write, no restart meanwhile
         print(f"finished {took:.2f} s after the old transaction ended")
         assert _filenode(cluster, schema_name, shard) != before
         assert vault.health().pending_erasures == 0
-        _no_trace(cluster, schema_name, secret)
+        no_trace(cluster, schema_name, secret)
         _retry_ends()
 
 
@@ -137,7 +92,7 @@ def test_closing_the_provider_stops_its_retry_and_the_record_stays_for_the_next_
     secret = f"closedtext{uuid.uuid4().hex}"
     vault = _open(cluster, schema_name, **FAST)
     put(vault, f"the secret is {secret}\n", subject="subject-c")
-    with _old_snapshot(cluster) as holder:
+    with old_snapshot(cluster) as holder:
         _forget_pending(vault, "subject-c")
         assert len(_retry_threads()) == 1
         time.sleep(0.7)  # a round or two in
@@ -152,11 +107,11 @@ def test_closing_the_provider_stops_its_retry_and_the_record_stays_for_the_next_
     print(f"closed in {closed_in:.3f} s")
     assert closed_in < 1.0
     time.sleep(0.5)
-    assert _recorded(cluster, schema_name) > 0  # durable, and nobody retries it any more
+    assert recorded(cluster, schema_name) > 0  # durable, and nobody retries it any more
     with _open(cluster, schema_name, **FAST) as again:  # the next open finishes it
-        assert _recorded(cluster, schema_name) == 0
+        assert recorded(cluster, schema_name) == 0
         assert again.health().pending_erasures == 0
-    _no_trace(cluster, schema_name, secret)
+    no_trace(cluster, schema_name, secret)
 
 
 def test_the_retry_holds_writers_up_no_longer_than_its_lock_wait_p24(
@@ -175,7 +130,7 @@ def test_the_retry_holds_writers_up_no_longer_than_its_lock_wait_p24(
         shard = _shard(cluster, schema_name)
         locker = cluster.admin("memvault")
         try:
-            with _old_snapshot(cluster) as holder:
+            with old_snapshot(cluster) as holder:
                 _forget_pending(forgetter, "subject-l")
                 locker.execute("BEGIN")
                 locker.execute(f"LOCK TABLE {schema_name}.{shard} IN ACCESS SHARE MODE")
@@ -196,17 +151,17 @@ def test_the_retry_holds_writers_up_no_longer_than_its_lock_wait_p24(
                     time.sleep(0.02)
                 writer.join()
             assert seen_waiting, "the retry never waited for the shard's lock: the test proves nothing"
-            assert _recorded(cluster, schema_name) > 0  # the shard is still locked
+            assert recorded(cluster, schema_name) > 0  # the shard is still locked
             print(f"{len(waits)} writes, the slowest {max(waits):.3f} s")
             assert max(waits) < ERASE_RETRY_LOCK_WAIT + 1.0
             locker.execute("COMMIT")
         finally:
             locker.close()
-        took = _until_finished(cluster, schema_name)
+        took = until_erasures_finished(cluster, schema_name)
         print(f"finished {took:.2f} s after the lock went")
         assert other.health().pending_erasures == 0
     assert _retry_threads() == []
-    _no_trace(cluster, schema_name, secret)
+    no_trace(cluster, schema_name, secret)
 
 
 def _write_until(vault: memvault.Vault, end: float, waits: list[float]) -> None:
@@ -231,20 +186,20 @@ def test_the_retry_defers_to_another_process_retrying_the_same_store_p24(
             other_process.execute(
                 "SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"memvault-erase-retry:{schema_name}",)
             )
-            with _old_snapshot(cluster) as holder:
+            with old_snapshot(cluster) as holder:
                 _forget_pending(vault, "subject-d")
                 holder.execute("ROLLBACK")
             before = _filenode(cluster, schema_name, shard)
             time.sleep(1.0)
             assert _filenode(cluster, schema_name, shard) == before  # left to the lock's holder
-            assert _recorded(cluster, schema_name) > 0
+            assert recorded(cluster, schema_name) > 0
             other_process.execute(
                 "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (f"memvault-erase-retry:{schema_name}",)
             )
-        took = _until_finished(cluster, schema_name)
+        took = until_erasures_finished(cluster, schema_name)
         print(f"finished {took:.2f} s after the other retry let go")
         assert vault.health().pending_erasures == 0
-    _no_trace(cluster, schema_name, secret)
+    no_trace(cluster, schema_name, secret)
 
 
 def test_the_retry_loop_doubles_its_pause_up_to_the_cap_and_ends_when_nothing_is_pending(
