@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -87,3 +88,42 @@ def no_trace(cluster: TemporaryCluster, schema_name: str, secret: str) -> None:
     with cluster.admin("memvault") as conn:
         conn.execute("CHECKPOINT")
     assert cluster.files_containing(secret.encode()) == []
+
+
+class BusyReaders:
+    """``count`` threads recalling in a loop (:meth:`recall_once`) while a test erases: entered once every one has
+    finished a recall (all are busy), left after they stop; any failure fails the test."""
+
+    def __init__(self, count: int, deadline: float = 15.0) -> None:
+        self.deadline = deadline
+        self.stop = threading.Event()
+        self.done = [0] * count
+        self.failures: list[str] = []
+        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(count)]
+
+    def recall_once(self, n: int) -> str | None:
+        """One recall by reader ``n``: ``None``, or what went wrong."""
+        raise NotImplementedError
+
+    def _run(self, n: int) -> None:
+        while not self.stop.is_set():
+            failure = self.recall_once(n)
+            if failure is not None:
+                self.failures.append(failure)
+                return
+            self.done[n] += 1
+
+    def __enter__(self) -> BusyReaders:
+        for thread in self.threads:
+            thread.start()
+        deadline = time.monotonic() + self.deadline
+        while min(self.done) == 0 and time.monotonic() < deadline and not self.failures:
+            time.sleep(0.02)  # every reader has finished one recall: all of them are busy now
+        assert not self.failures, self.failures
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(self.deadline)
+        assert not self.failures, self.failures

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_helpers import body, no_trace, old_snapshot, put, recall, recorded, until_erasures_finished
+from pg_helpers import BusyReaders, body, no_trace, old_snapshot, put, recall, recorded, until_erasures_finished
 
 import memvault
 from memvault_postgres.testing import TemporaryCluster
@@ -84,41 +83,25 @@ def _open(cluster: TemporaryCluster, schema_name: str, user: str, **settings: An
     return memvault.open("postgres", dsn=dsn, schema=schema_name, scanner="off", **settings)
 
 
-class _Readers:
-    """Threads recalling the partition in a loop through a vault of their own, until the block ends: each
-    recall holds its shard's lock while it reads, and the erasure's rewrite needs that shard alone."""
+class _Readers(BusyReaders):
+    """Readers recalling the partition in process, on the role's own vault."""
 
     def __init__(self, cluster: TemporaryCluster, schema_name: str, user: str) -> None:
+        super().__init__(READERS, DEADLINE)
         self.vault = _open(cluster, schema_name, user)
-        self.stop = threading.Event()
-        self.done = [0] * READERS
-        self.failures: list[str] = []
-        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(READERS)]
 
-    def _run(self, n: int) -> None:
-        while not self.stop.is_set():
-            try:
-                recall(self.vault, "ordinary note today")
-            except memvault.MemvaultError as exc:
-                self.failures.append(str(exc))
-                return
-            self.done[n] += 1
-
-    def __enter__(self) -> _Readers:
-        for thread in self.threads:
-            thread.start()
-        deadline = time.monotonic() + DEADLINE
-        while min(self.done) == 0 and time.monotonic() < deadline and not self.failures:
-            time.sleep(0.02)  # every reader has finished one recall: all of them are busy now
-        assert not self.failures, self.failures
-        return self
+    def recall_once(self, n: int) -> str | None:
+        try:
+            recall(self.vault, "ordinary note today")
+        except memvault.MemvaultError as exc:
+            return str(exc)
+        return None
 
     def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(DEADLINE)
-        self.vault.close()
-        assert not self.failures, self.failures
+        try:
+            super().__exit__(*exc)
+        finally:
+            self.vault.close()
 
 
 def _seed(vault: memvault.Vault, secret: str, subject: str) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pg_helpers import BusyReaders
 
 import memvault
 from memvault_postgres.testing import TemporaryCluster
@@ -233,39 +234,29 @@ class Service:
         return first, retries, took
 
 
-class Readers:
+class Readers(BusyReaders):
     """Eight clients recalling the partition in a loop, each with its own token."""
 
     def __init__(self, url: str) -> None:
+        super().__init__(READERS, DEADLINE)
         self.url = url
-        self.stop = threading.Event()
-        self.done = [0] * READERS
-        self.failures: list[str] = []
-        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(READERS)]
+        self.clients = [
+            httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKENS[n]}"}, timeout=DEADLINE)
+            for n in range(READERS)
+        ]
 
-    def _run(self, n: int) -> None:
-        with httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKENS[n]}"}, timeout=DEADLINE) as c:
-            while not self.stop.is_set():
-                response = c.post("/v1/recall", json={"workspace_id": WORKSPACE, "agent_id": "a1", "query": QUERY})
-                if response.status_code != 200:
-                    self.failures.append(f"{response.status_code} {response.text[:200]}")
-                    return
-                self.done[n] += 1
-
-    def __enter__(self) -> Readers:
-        for thread in self.threads:
-            thread.start()
-        deadline = time.monotonic() + DEADLINE
-        while min(self.done) == 0 and time.monotonic() < deadline and not self.failures:
-            time.sleep(0.05)  # every reader has finished one recall: all eight are busy now
-        assert not self.failures, self.failures
-        return self
+    def recall_once(self, n: int) -> str | None:
+        response = self.clients[n].post(
+            "/v1/recall", json={"workspace_id": WORKSPACE, "agent_id": "a1", "query": QUERY}
+        )
+        return None if response.status_code == 200 else f"{response.status_code} {response.text[:200]}"
 
     def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(DEADLINE)
-        assert not self.failures, self.failures
+        try:
+            super().__exit__(*exc)
+        finally:
+            for client in self.clients:
+                client.close()
 
 
 @pytest.fixture(scope="module", params=["off", "minilm"], ids=["by-words", "by-meaning"])
