@@ -513,7 +513,12 @@ def _allowed_format_char(text: str, index: int, allowed: frozenset[int] = frozen
         return False
     before = text[index - 1]
     after = text[index + 1] if index + 1 < len(text) else ""
-    if _virama(before) and not (after and unicodedata.category(after) == "Cf"):
+    if (
+        _virama(before)
+        and index >= 2
+        and _script(text[index - 2]) == _script(before)
+        and not (after and unicodedata.category(after) == "Cf")
+    ):
         return True  # a chillu letter, a half form or an explicit virama, before a letter, a space or the end
     if not after:
         return False
@@ -882,24 +887,24 @@ _REACHES_OUT: Final = re.compile(r"(?i)://|(?<=[\w.+-])@[\w-]+\.[a-z]{2,}")
 #: Words of a documented turn or call that make it act: it reveals, overrides, sends, or names a secret.
 _ACTING_WORDS: Final = frozenset(
     [
-        "reveal",
-        "ignore",
-        "disregard",
-        "forget",
-        "bypass",
-        "override",
-        "unrestricted",
-        "obey",
-        "leak",
-        "expose",
-        "exfiltrate",
+        *("reveal", "reveals", "revealing"),
+        *("ignore", "ignores", "ignoring"),
+        *("disregard", "disregards", "disregarding"),
+        *("forget", "forgets"),
+        *("bypass", "bypasses", "bypassing"),
+        *("override", "overrides", "overriding"),
+        *("unrestricted", "unfiltered", "uncensored", "jailbreak", "jailbroken", "dan"),
+        *("obey", "obeys", "obeying"),
+        *("leak", "leaks"),
+        *("expose", "exposes"),
+        *("exfiltrate", "exfiltrates"),
         "send",
         "forward",
-        "transfer",
-        "delete",
-        "approve",
-        "grant",
-        "disable",
+        *("transfer", "transfers"),
+        *("delete", "deletes", "deleting"),
+        *("approve", "approves"),
+        *("grant", "grants"),
+        *("disable", "disables"),
         "secret",
         "secrets",
         "password",
