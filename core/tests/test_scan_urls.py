@@ -271,6 +271,10 @@ def test_p29_an_svg_picture_shown_as_an_image_is_not_a_script(text: str) -> None
         f'<iframe src="data:image/svg+xml,{_INERT_SVG}"></iframe>',
         f'<object data="data:image/svg+xml,{_INERT_SVG}"></object>',
         "![x](data:image/svg+xml," + "a" * 5000 + ")",  # longer than is read: judged as a document
+        # what a browser decodes: base64 with spaces in it, character references, percent escapes
+        '<img src="data:image/svg+xml;base64,PHN2ZyBv bmxvYWQ9YWxl cnQoMSk+">',
+        '<img src="data:image/svg+xml,&lt;svg&gt;&lt;script&gt;fetch(1)&lt;/script&gt;&lt;/svg&gt;">',
+        '<img src="data:image/svg+xml,%3Csvg%3E%3Cscript%3Efetch(1)%3C/script%3E%3C/svg%3E">',
     ],
 )
 def test_p29_an_svg_that_runs_or_loads_or_is_opened_still_fires(text: str) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
 import re
 from collections.abc import Iterable, Iterator
 from typing import Final
@@ -219,15 +220,17 @@ def _inert_svg(url: str) -> bool:
     image (an ``<img>``, a markdown image, an icon) a browser runs no script in it either way; a document with
     none is also safe where it is opened. A base64 payload that does not decode shows nothing."""
     header, _, payload = url.partition(",")
+    # As a browser reads it: character references (in an HTML attribute) and percent escapes decoded, and for
+    # base64 every ASCII space dropped and the padding optional (a "forgiving" decode).
+    payload = unquote(html.unescape(payload))
     if ";base64" in header.lower():
+        packed = "".join(payload.split())
         try:
-            content = base64.b64decode(payload.strip() + "=" * (-len(payload.strip()) % 4), validate=True)
+            content = base64.b64decode(packed + "=" * (-len(packed) % 4), validate=True)
         except (binascii.Error, ValueError):
             return True
-        document = content.decode("utf-8", "replace")
-    else:
-        document = unquote(payload)
-    return _SVG_ACTIVE.search(document) is None
+        payload = content.decode("utf-8", "replace")
+    return _SVG_ACTIVE.search(html.unescape(payload)) is None
 
 
 def _inert_svg_image(text: str, match: re.Match[str]) -> bool:
