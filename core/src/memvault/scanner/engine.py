@@ -873,13 +873,16 @@ _MARKUP_RULES: Final = frozenset(
 )
 #: Words of a note that documents a markup format (in the languages the rules read): not "example" alone.
 _FORMAT_DOCS: Final = re.compile(
-    r"format|template|chatml|\btokens?\b|tokeni[sz]er|pars(?:er|ing|e)\b|schema|syntax|delimiter|markup"
-    r"|fine-?tun|dataset|documentation|\bdocs?\b|changelog|vorlage|plantilla|modèle|gabarit|modello|szablon"
-    r"|şablon|biçim|шаблон|формат|парс|токен|разметк|形式|フォーマット|テンプレート|トークン|パーサ|格式|模板|解析|标记"
-    r"|令牌|포맷|형식|템플릿|토큰|파서|قالب|تنسيق|صيغة|प्रारूप|टेम्पलेट"
-    r"|\btags?\b|structured output|formát|định dạng|dokumentation|dokumentacj|documentaci|documentaç|documentazion"
-    r"|esquema|schéma|schemat|схем|スキーマ"
-    r"|ドキュメント|文档|文檔|스키마|문서|दस्तावेज़|प्रलेखन",
+    # Whole words where a script has spaces ("information" holds "format"); no word that also means a model
+    # (French "modèle", Italian "modello") or is everyday Chinese ("解析" analysis, "标记" mark).
+    r"\b(?:formats?|formatting|formatted|templates?|chatml|tokens?|tokeni[sz]ers?|parser|parsers|parsing|parse"
+    r"|schemas?|syntax|delimiters?|markup|fine-?tun\w*|datasets?|documentation|docs?|changelog|tags?"
+    r"|structured output|vorlagen?|plantillas?|gabarits?|szablon\w*|şablon\w*|biçim\w*|formát\w*|format\w*"
+    r"|dokumentation|dokumentacj\w*|documentaci\w*|documentaç\w*|documentazion\w*|esquemas?|schémas?|schemat\w*"
+    r"|шаблон\w*|формат\w*|парс\w*|токен\w*|разметк\w*|схем\w*|định dạng|قالب|تنسيق|صيغة)\b"
+    # scripts without spaces between words, or whose vowel signs \w does not read (Devanagari)
+    r"|形式|フォーマット|テンプレート|トークン|パーサ|スキーマ|ドキュメント|格式|模板|令牌|文档|文檔|微调|标签"
+    r"|포맷|형식|템플릿|토큰|파서|스키마|문서|प्रारूप|टेम्पलेट|दस्तावेज़|प्रलेखन|टैग",
     re.IGNORECASE,
 )
 #: What reaches out from a note of any kind: a URL or an e-mail address.
@@ -917,7 +920,7 @@ _ACTING_WORDS: Final = frozenset(
     ]
 )
 #: A tool's name in XML-style markup: ``<invoke name="search_docs">``.
-_INVOKED_NAME: Final = re.compile(r"<\s*invoke\s+name\s*=\s*[\"']([^\"'\n]{1,80})[\"']")
+_INVOKED_NAME: Final = re.compile(r"(?:<\s*invoke\s+name|\bname)\s*=\s*[\"']?([\w.:-]{1,80})")
 
 
 #: The start of a word that writes, sends, pays or grants in a tool's name in another language
