@@ -1093,21 +1093,13 @@ class PostgresProvider:
             ``None`` when its report has no statistics in English (the server's messages in another
             language, or no report at all): it cannot tell.
         """
-        details: list[str] = []
-
-        def notice(diag: psycopg.errors.Diagnostic) -> None:
-            details.append(f"{diag.message_primary or ''}\n{diag.message_detail or ''}")
-
-        conn.add_notice_handler(notice)
         try:
-            with _lock_timeout(conn, lock_wait):
+            with _notices(conn) as details, _lock_timeout(conn, lock_wait):
                 conn.execute(sql.SQL("VACUUM (FULL, VERBOSE) {}").format(sql.Identifier(relation)))
         except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
             return False
         except psycopg.errors.UndefinedTable:
             return True  # dropped since: nothing left to rewrite
-        finally:
-            conn.remove_notice_handler(notice)
         kept = [int(m.group(1)) for d in details for m in [_RECENTLY_DEAD.search(d)] if m]
         if not kept:
             return None
@@ -1766,6 +1758,22 @@ def _untranslated(conn: _Conn) -> Iterator[bool]:
 
 
 @contextmanager
+def _notices(conn: _Conn) -> Iterator[list[str]]:
+    """The server's notices on ``conn`` while the block runs (VACUUM VERBOSE's report), each its primary message
+    and detail, in a list the block's caller reads after it."""
+    details: list[str] = []
+
+    def notice(diag: psycopg.errors.Diagnostic) -> None:
+        details.append(f"{diag.message_primary or ''}\n{diag.message_detail or ''}")
+
+    conn.add_notice_handler(notice)
+    try:
+        yield details
+    finally:
+        conn.remove_notice_handler(notice)
+
+
+@contextmanager
 def _lock_timeout(conn: _Conn, seconds: float) -> Iterator[None]:
     """The session's ``lock_timeout`` is ``seconds`` (at least 1 ms: 0 would wait for ever) inside the block."""
     conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(1, int(seconds * 1000))}",))
@@ -1792,17 +1800,8 @@ def _removable_cutoff(conn: _Conn, lock_wait: float) -> int | None:
     :return: ``None`` when the report names no cutoff (in English: see :func:`_untranslated`).
     :raises psycopg.errors.LockNotAvailable: another VACUUM of the table held it for ``lock_wait`` s.
     """
-    details: list[str] = []
-
-    def notice(diag: psycopg.errors.Diagnostic) -> None:
-        details.append(f"{diag.message_primary or ''}\n{diag.message_detail or ''}")
-
-    conn.add_notice_handler(notice)
-    try:
-        with _lock_timeout(conn, lock_wait):
-            conn.execute("VACUUM (VERBOSE) erasures")
-    finally:
-        conn.remove_notice_handler(notice)
+    with _notices(conn) as details, _lock_timeout(conn, lock_wait):
+        conn.execute("VACUUM (VERBOSE) erasures")
     found = [int(m.group(1)) for d in details for m in [_CUTOFF.search(d)] if m]
     return found[0] if found else None
 
