@@ -48,7 +48,7 @@ import functools
 import hashlib
 import logging
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -80,6 +80,7 @@ from memvault.contract.scanning import RenderedView, current_rendered_view, reca
 from memvault.hooks.markers import hookimpl
 from memvault.scanner.engine import DEFAULT_POLICY, Finding, Hit, ScanPolicy, decide, scan, scan_hits, tail_start
 from memvault.scanner.quarantine import blocked_placeholder
+from memvault.scanner.review import Draft, Review, Reviewer, ReviewPolicy, review_hit
 
 __all__ = ["CACHE_SIZE", "JOINT_CACHE_SIZE", "BuiltinScanner", "builtin_scanner"]
 
@@ -97,6 +98,7 @@ STATES_SIZE: Final = 1024
 #: The shortest body whose sha256 state is kept: keeping (copying, freeing) a state costs about what
 #: hashing 1-2 KB does, so shorter bodies are hashed again instead.
 STATE_MIN_CHARS: Final = 4096
+DEFAULT_REVIEW: Final = ReviewPolicy()
 _UNKNOWN: Final = Finding(category="", pattern="", form="", excerpt="")
 
 log = logging.getLogger("memvault.scanner")
@@ -125,6 +127,9 @@ class BuiltinScanner:
         and returns :class:`~memvault.scanner.engine.Hit` objects, which add up with the rules' hits
         (and the check by meaning's) per category before the verdict
         (docs/plugin-authors/scanner-classifier.md).
+    :param reviewer: a second reader for the builtin ``detect`` (:mod:`memvault.scanner.review`), asked
+        about the texts the cascade is unsure of, as ``review`` says.
+    :param review: when the reviewer is asked and which verdicts it may overturn.
     """
 
     def __init__(
@@ -135,9 +140,18 @@ class BuiltinScanner:
         policy: ScanPolicy = DEFAULT_POLICY,
         embedder: Embedder | None = None,
         classifiers: Sequence[Callable[[str], Iterable[Hit]]] = (),
+        reviewer: Reviewer | None = None,
+        review: ReviewPolicy = DEFAULT_REVIEW,
     ) -> None:
         self._builtin = detect is scan
         self.classifiers = tuple(classifiers)
+        #: The second reader (``None``: the cascade decides alone).
+        self.reviewer = reviewer if self._builtin else None
+        self.review = review
+        #: How the reviewer's answers went: ``asked``, ``unanswered``, ``rejected`` (an attack the cascade
+        #: stored), ``cleared`` (a rejection overturned), ``confirmed`` (the answer left the verdict).
+        self.reviews: Counter[str] = Counter()
+        self._unreviewed = threading.local()
         self.policy = policy
         self._scan: Callable[[str], Finding | None] = (
             functools.partial(scan, policy=policy) if self._builtin and policy is not DEFAULT_POLICY else detect
@@ -145,7 +159,7 @@ class BuiltinScanner:
         self._embedder = embedder
         #: The check by meaning, once bound to an embedder (``None``: the rules alone).
         self.semantic: SemanticCheck | None = None
-        if self.classifiers and self._builtin:
+        if (self.classifiers or self.reviewer is not None) and self._builtin:
             self._scan = self._cascade
         if embedder is not None:
             self._use_embedder(embedder)
@@ -187,17 +201,74 @@ class BuiltinScanner:
         self._scan = self._cascade
 
     def _cascade(self, text: str) -> Finding | None:
-        """The rules and the classifiers, then (for what they do not reject) the check by meaning, one verdict."""
+        """The rules and the classifiers, then (for what they do not reject) the check by meaning, one verdict;
+        then the reviewer, when there is one and its answer can change that verdict."""
         extra = [hit for classify in self.classifiers for hit in classify(text)] if self.classifiers else []
         words: set[str] = set()
         finding, hits = scan_hits(text, self.policy, extra, words)
         semantic = self.semantic
-        if finding is not None or semantic is None:
+        meant: list[Hit] = []
+        read = False
+        if finding is None and semantic is not None:
+            meant, read = semantic.judge(text, suspicious=bool(hits), words=words)
+            if meant:
+                finding = decide([*hits, *meant], self.policy)
+        if self.reviewer is None:
             return finding
-        meant = semantic.hits(text, suspicious=bool(hits), words=words)
-        if not meant:
-            return None
-        return decide([*hits, *meant], self.policy)
+        draft = Draft(
+            finding=finding,
+            hits=(*hits, *meant),
+            by_rules=finding is not None and not meant,
+            read_by_model=read,
+        )
+        return self._reviewed(text, draft) if self.review.asks(draft) else finding
+
+    def _reviewed(self, text: str, draft: Draft) -> Finding | None:
+        """The verdict once the reviewer answered on ``text``; with no answer, the draft's, marked unreviewed
+        (not cached: the next read of the text asks again)."""
+        reviewer = self.reviewer
+        assert reviewer is not None
+        try:
+            answer = reviewer.review(text, draft)
+        except Exception as exc:  # noqa: BLE001 - a reviewer's bug is no answer, never a verdict
+            log.warning(
+                "the reviewer %r failed (%s: %s); the cascade's verdict stands", reviewer.name, type(exc).__name__, exc
+            )
+            answer = None
+        with self._lock:
+            self.reviews["asked"] += 1
+        if not isinstance(answer, Review):
+            with self._lock:
+                self.reviews["unanswered"] += 1
+            self._unreviewed.flag = True
+            return draft.finding
+        if draft.finding is not None:
+            if answer.attack:
+                outcome, verdict = "confirmed", draft.finding
+            else:
+                outcome, verdict = "cleared", None
+                log.info(
+                    "the reviewer %r reads as benign a text the scanner rejected (%s, %s; sha256 %s): stored",
+                    reviewer.name,
+                    draft.finding.category,
+                    draft.finding.pattern,
+                    body_sha256(text),
+                )
+        elif answer.attack:
+            verdict = decide([*draft.hits, review_hit(answer, reviewer.name)], self.policy)
+            outcome = "rejected" if verdict is not None else "confirmed"
+        else:
+            outcome, verdict = "confirmed", None
+        with self._lock:
+            self.reviews[outcome] += 1
+        return verdict
+
+    def _cacheable(self) -> bool:
+        """Whether the verdict this thread just computed may be cached (no reviewer's answer was missing)."""
+        if getattr(self._unreviewed, "flag", False):
+            self._unreviewed.flag = False
+            return False
+        return True
 
     # -- verdicts -------------------------------------------------------------
 
@@ -218,8 +289,11 @@ class BuiltinScanner:
         return _UNKNOWN
 
     def _remember(self, digest: str, finding: Finding | None, state: Any = None) -> Finding | None:
+        cacheable = self._cacheable()
         with self._lock:
             self.scans += 1
+            if not cacheable:
+                return finding
             self._cache[digest] = finding
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -466,6 +540,8 @@ class BuiltinScanner:
                 self._joint_cache.move_to_end(digest)
                 return self._joint_cache[digest]
         finding = self._scan(text)
+        if not self._cacheable():
+            return finding
         with self._lock:
             self._joint_cache[digest] = finding
             if len(self._joint_cache) > JOINT_CACHE_SIZE:

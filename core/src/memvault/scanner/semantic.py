@@ -400,8 +400,15 @@ class SemanticCheck:
         :param words: the text's words the rules already looked up (:func:`memvault.scanner.engine.scan_hits`
             collects them), so the common case (no window can pass) costs two set intersections.
         """
+        return self.judge(text, suspicious, words)[0]
+
+    def judge(
+        self, text: str, suspicious: bool = False, words: AbstractSet[str] | None = None
+    ) -> tuple[list[Hit], bool]:
+        """Like :meth:`hits`, and whether a model read a window of ``text`` (the sentence model one the
+        cascade let through, or the char model one in another language)."""
         if not self.usable:
-            return []
+            return [], False
         if words is not None:
             whole = not words.isdisjoint(STRONG_WORDS) or len(words & WEAK_WORDS) >= 2
             if not whole and "_" in text:
@@ -415,7 +422,7 @@ class SemanticCheck:
             # between two English lines went unjudged): the common case costs a split and a lookup a line.
             with self._lock:
                 self.texts += 1
-            return []
+            return [], False
         chosen: list[tuple[int, int, str]] = []
         foreign: list[tuple[int, int, str]] = []
         found: list[Hit] = []
@@ -441,7 +448,7 @@ class SemanticCheck:
             if chosen:
                 self.texts_reaching_model += 1
         if not chosen:
-            return found
+            return found, bool(foreign)
         verdicts = self._judge([w for _, _, w in chosen])
         for (start, end, window), verdict in zip(chosen, verdicts, strict=True):
             if verdict is None:
@@ -461,7 +468,7 @@ class SemanticCheck:
                     weight=weight,
                 )
             )
-        return found
+        return found, True
 
     def _flags_a_foreign_window(self, text: str) -> bool:
         """Whether the char model finds an attack in a window of ``text`` it judges (one the sentence model

@@ -1,0 +1,175 @@
+"""A reviewer: a second reader the builtin scanner asks about the texts its cascade is unsure of (issue 36).
+
+The cascade (the rules, a plugin's classifiers, the check by meaning) adds up evidence
+and decides; a reviewer reads the whole text and answers *attack* or *benign*. It is
+meant for a judge too large to run on every write (a language model the operator
+runs, asked over the network), so the scanner asks it only where its answer can
+change the verdict:
+
+* a text the cascade stores but found something in (a rule below its threshold, a hit
+  by meaning, a window the check by meaning read): an *attack* answer adds one piece of
+  evidence of weight 1.0 in the answer's category (pattern id ``review:<category>``),
+  which rejects at the default threshold; with ``scope = "all"`` every text is asked;
+* a text the cascade rejects, when :attr:`ReviewPolicy.may_clear` lets the reviewer
+  overturn that verdict: a *benign* answer stores it. ``"meaning"`` (the default)
+  overturns only a verdict the rules alone did not reach (one that rests on the check
+  by meaning); ``"all"`` any verdict; ``"none"`` never.
+
+A reviewer that gives no answer (``None``: down, slow, an answer it could not read)
+leaves the cascade's verdict, and that verdict is not cached: the next read or write
+of the same text asks again. The verdict is the scanner's, so every verb and every
+provider see the same one.
+
+May import: :mod:`memvault.contract` and :mod:`memvault.scanner.engine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+from attrs import frozen
+
+from memvault.contract.errors import InvalidRequest
+from memvault.scanner.engine import CATEGORIES, Finding, Hit
+
+__all__ = [
+    "PATTERN_PREFIX",
+    "REVIEW_PATTERN_IDS",
+    "Draft",
+    "Review",
+    "ReviewPolicy",
+    "Reviewer",
+    "review_hit",
+]
+
+#: The pattern id of a reviewer's evidence is this prefix and the category.
+PATTERN_PREFIX: Final = "review:"
+#: Every pattern id a reviewer's evidence may carry (``[scan] allow`` may name them).
+REVIEW_PATTERN_IDS: Final = frozenset(PATTERN_PREFIX + c for c in CATEGORIES)
+
+Scope = Literal["suspicious", "all"]
+MayClear = Literal["none", "meaning", "all"]
+_SCOPES: Final = ("suspicious", "all")
+_MAY_CLEAR: Final = ("none", "meaning", "all")
+
+
+@frozen(kw_only=True)
+class Draft:
+    """What the cascade made of a text before the reviewer is asked.
+
+    :ivar finding: its verdict (``None``: it would store the text).
+    :ivar hits: every piece of evidence it found, also below threshold (rules, classifiers, meaning).
+    :ivar by_rules: the rules and classifiers alone reject the text (before the check by meaning).
+    :ivar read_by_model: the check by meaning read a window of the text.
+    """
+
+    finding: Finding | None
+    hits: tuple[Hit, ...] = ()
+    by_rules: bool = False
+    read_by_model: bool = False
+
+    @property
+    def suspicious(self) -> bool:
+        """Whether the cascade found anything at all in the text."""
+        return self.finding is not None or bool(self.hits) or self.read_by_model
+
+
+@frozen(kw_only=True)
+class Review:
+    """A reviewer's answer on one text.
+
+    :ivar attack: whether the text is an attack.
+    :ivar category: the attack's category (one of the scanner's categories; ``None`` for a benign text).
+    :ivar reason: the reviewer's words, shown in the verdict's excerpt (kept short).
+    """
+
+    attack: bool
+    category: str | None = None
+    reason: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if self.attack and self.category not in CATEGORIES:
+            raise InvalidRequest(
+                f"a review that finds an attack names its category, one of {', '.join(CATEGORIES)}; "
+                f"got {self.category!r}",
+                field="category",
+            )
+
+
+@runtime_checkable
+class Reviewer(Protocol):
+    """A second reader (the builtin scanner's ``reviewer``): ``name`` appears in verdicts and logs."""
+
+    name: str
+
+    def review(self, text: str, draft: Draft) -> Review | None:
+        """The answer on ``text`` (the text the rules scan), or ``None`` when there is none to give.
+
+        Called from the scanner's threads at once (make it thread-safe); an exception is no answer
+        (logged), never a verdict.
+        """
+        ...
+
+
+@frozen(kw_only=True)
+class ReviewPolicy:
+    """When the scanner asks its reviewer, and which verdicts the reviewer may overturn.
+
+    Read from the reviewer's table (``[scan.review]`` for memvault-scan-review) by :meth:`from_table`::
+
+        scope = "suspicious"   # or "all": every text, not only those the cascade found something in
+        may_clear = "meaning"  # or "none", or "all" (a rule's verdict too)
+    """
+
+    scope: Scope = "suspicious"
+    may_clear: MayClear = "meaning"
+
+    def asks(self, draft: Draft) -> bool:
+        """Whether the reviewer's answer on a text with this draft can change its verdict."""
+        if draft.finding is not None:
+            return self.clears(draft)
+        return self.scope == "all" or draft.suspicious
+
+    def clears(self, draft: Draft) -> bool:
+        """Whether a *benign* answer overturns the draft's rejection."""
+        return self.may_clear == "all" or (self.may_clear == "meaning" and not draft.by_rules)
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], where: str = "scan.review") -> ReviewPolicy:
+        """The ``scope`` and ``may_clear`` keys of ``table`` (other keys are the reviewer's own).
+
+        :raises InvalidRequest: naming the key, for a value that is not one of the allowed ones.
+        """
+        scope = table.get("scope", "suspicious")
+        if scope not in _SCOPES:
+            raise InvalidRequest(
+                f"[{where}] scope = {scope!r} is not one of {', '.join(map(repr, _SCOPES))}: 'suspicious' asks "
+                "the reviewer about the texts the rules and the check by meaning found something in, 'all' "
+                "about every text",
+                field=f"{where}.scope",
+            )
+        may_clear = table.get("may_clear", "meaning")
+        if may_clear not in _MAY_CLEAR:
+            raise InvalidRequest(
+                f"[{where}] may_clear = {may_clear!r} is not one of {', '.join(map(repr, _MAY_CLEAR))}: which "
+                "rejections a benign answer overturns: none, those resting on the check by meaning, or all "
+                "(a rule's too)",
+                field=f"{where}.may_clear",
+            )
+        return cls(scope=scope, may_clear=may_clear)
+
+
+def review_hit(review: Review, reviewer: str) -> Hit:
+    """The evidence an *attack* answer adds: weight 1.0 in its category, pattern ``review:<category>``."""
+    if not review.attack or review.category is None:
+        raise ValueError("review_hit takes an answer that finds an attack")
+    reason = " ".join(review.reason.split())[:160]
+    return Hit(
+        category=review.category,
+        pattern=PATTERN_PREFIX + review.category,
+        form="review",
+        excerpt=f"the reviewer {reviewer!r} reads an attack" + (f": {reason}" if reason else ""),
+        span=(0, 0),
+        weight=1.0,
+    )
