@@ -1,0 +1,228 @@
+"""The reviewer that asks a chat model: any endpoint speaking OpenAI's chat completions API.
+
+Ollama, llama.cpp's ``llama-server``, vLLM, LM Studio and the hosted APIs all answer
+``POST <url>/chat/completions``. The reviewer sends one request per text (a text
+longer than ``max_chars`` in overlapping parts, at most ``max_parts``), at most
+``max_concurrent`` at once, each bounded by ``timeout``; what comes back is read by
+:func:`memvault_scan_review.prompt.parse_answer`. Anything else (a refused
+connection, a status that is not 200, a body that is not a completion, an answer
+for another request, a slot not free within the timeout) is no answer: the scanner's
+own verdict stands, and the next read of the text asks again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import weakref
+from collections import Counter
+from typing import Any, Final
+
+import httpx
+
+from memvault.contract.forking import after_fork_in_child
+from memvault.scanner.review import Draft, Review
+from memvault_scan_review.prompt import parse_answer, render, request_id
+
+__all__ = ["MAX_RESPONSE_BYTES", "OVERLAP", "ChatReviewer", "parts"]
+
+log = logging.getLogger("memvault.scanner.review")
+
+#: The most of a response body the reviewer reads (an answer is a few hundred bytes).
+MAX_RESPONSE_BYTES: Final = 1 << 20
+#: How many characters consecutive parts of a long text share (more than any rule's match spans).
+OVERLAP: Final = 400
+#: The fewest seconds between two warnings about unanswered requests (each is counted in ``stats``).
+WARN_EVERY: Final = 60.0
+
+
+def parts(text: str, max_chars: int) -> list[str]:
+    """``text`` cut into pieces of at most ``max_chars`` characters, each sharing :data:`OVERLAP`
+    characters (at most a quarter of ``max_chars``) with the one before, cut after a line break when there
+    is one in the last quarter."""
+    if len(text) <= max_chars:
+        return [text]
+    overlap = min(OVERLAP, max_chars // 4)
+    out: list[str] = []
+    start = 0
+    while True:
+        end = min(len(text), start + max_chars)
+        if end < len(text):
+            cut = text.rfind("\n", start + max_chars * 3 // 4, end)
+            if cut > start:
+                end = cut + 1
+        out.append(text[start:end])
+        if end >= len(text):
+            return out
+        start = max(end - overlap, start + 1)
+
+
+class ChatReviewer:
+    """A :class:`memvault.scanner.review.Reviewer` over a chat completions endpoint.
+
+    :param url: the API's base URL, such as ``http://127.0.0.1:11434/v1`` (``/chat/completions`` is added).
+    :param model: the model name the endpoint serves.
+    :param api_key: sent as ``Authorization: Bearer ...`` (``None``: no header).
+    :param timeout: seconds for one request, and for a free slot.
+    :param max_concurrent: requests in flight at once (more wait for a slot, up to ``timeout``).
+    :param max_chars: the longest part of a text sent in one request.
+    :param max_parts: the most parts of one text; a longer text gets no answer.
+    :param json_mode: ask for a JSON object (``response_format``); turn off for an endpoint that refuses it.
+    :param transport: an ``httpx`` transport (default: a new connection pool).
+    """
+
+    name = "chat"
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        max_concurrent: int = 4,
+        max_chars: int = 8000,
+        max_parts: int = 4,
+        json_mode: bool = True,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.model = model
+        self.timeout = timeout
+        self.max_concurrent = max_concurrent
+        self.max_chars = max_chars
+        self.max_parts = max_parts
+        self.json_mode = json_mode
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._transport = transport
+        #: Counts: ``requests`` sent, ``answers`` read, and each kind of no answer (``refused``, ``status``,
+        #: ``unreadable``, ``slow``, ``busy``, ``too_long``).
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._warned = -WARN_EVERY
+        self._new_client()
+        after_fork_in_child(self, ChatReviewer._forked)
+
+    def _new_client(self) -> None:
+        self._slots = threading.BoundedSemaphore(self.max_concurrent)
+        self._client = httpx.Client(
+            base_url=self.url + "/",
+            timeout=self.timeout,
+            headers=self._headers,
+            transport=self._transport,
+            follow_redirects=False,
+            trust_env=False,
+        )
+        weakref.finalize(self, self._client.close)
+
+    def _forked(self) -> None:
+        """In a forked child: a connection pool and slots of its own, not the parent's sockets."""
+        self._lock = threading.Lock()
+        self._new_client()
+
+    def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        self._client.close()
+
+    def review(self, text: str, draft: Draft) -> Review | None:
+        """The model's answer on ``text``: an attack when any part reads as one, benign when every part
+        reads as benign, ``None`` when a part got no answer and none read as an attack."""
+        pieces = parts(text, self.max_chars)
+        if len(pieces) > self.max_parts:
+            self._no_answer(
+                "too_long",
+                f"a text of {len(text)} characters is over max_parts = {self.max_parts} of max_chars = "
+                f"{self.max_chars}",
+            )
+            return None
+        answered = True
+        reasons: list[str] = []
+        for piece in pieces:
+            answer = self._ask(piece)
+            if answer is None:
+                answered = False
+            elif answer.attack:
+                return answer
+            else:
+                reasons.append(answer.reason)
+        return Review(attack=False, reason=reasons[0] if reasons else "") if answered else None
+
+    def _ask(self, text: str) -> Review | None:
+        if not self._slots.acquire(timeout=self.timeout):
+            self._no_answer("busy", f"no slot of max_concurrent = {self.max_concurrent} came free in {self.timeout} s")
+            return None
+        try:
+            rid = request_id()
+            body: dict[str, Any] = {
+                "model": self.model,
+                "messages": render(text, rid),
+                "temperature": 0,
+                "max_tokens": 200,
+            }
+            if self.json_mode:
+                body["response_format"] = {"type": "json_object"}
+            with self._lock:
+                self.stats["requests"] += 1
+            try:
+                content = self._post(body)
+            except httpx.TimeoutException as exc:
+                self._no_answer("slow", f"{type(exc).__name__} after timeout = {self.timeout} s")
+                return None
+            except httpx.HTTPError as exc:
+                self._no_answer("refused", f"{type(exc).__name__}: {exc}")
+                return None
+            if isinstance(content, tuple):
+                self._no_answer(*content)
+                return None
+            answer = parse_answer(content, rid)
+            if isinstance(answer, str):
+                self._no_answer("unreadable", answer)
+                return None
+            with self._lock:
+                self.stats["answers"] += 1
+            return Review(attack=answer.attack, category=answer.category, reason=answer.reason)
+        finally:
+            self._slots.release()
+
+    def _post(self, body: dict[str, Any]) -> str | tuple[str, str]:
+        """The completion's text, or (kind, why) there is none."""
+        deadline = time.monotonic() + self.timeout
+        with self._client.stream("POST", "chat/completions", json=body) as response:
+            raw = b""
+            for chunk in response.iter_bytes():
+                raw += chunk
+                if len(raw) > MAX_RESPONSE_BYTES:
+                    return "unreadable", f"the response is over {MAX_RESPONSE_BYTES} bytes"
+                if time.monotonic() > deadline:  # httpx's timeout bounds each read, not the whole body
+                    return "slow", f"the response took over timeout = {self.timeout} s"
+            if response.status_code != 200:
+                return "status", f"HTTP {response.status_code}: {raw[:200].decode('utf-8', 'replace')}"
+        try:
+            content = json.loads(raw)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return "unreadable", "the response is not a chat completion (choices[0].message.content)"
+        if not isinstance(content, str):
+            return "unreadable", "the completion's content is not text"
+        return content
+
+    def _no_answer(self, kind: str, why: str) -> None:
+        """Count a request without an answer; warn at most once a minute (with the counts so far)."""
+        now = time.monotonic()
+        with self._lock:
+            self.stats[kind] += 1
+            warn = now - self._warned >= WARN_EVERY
+            if warn:
+                self._warned = now
+            counts = dict(self.stats)
+        if warn:
+            log.warning(
+                "the reviewer at %s (model %r) gave no answer (%s): %s; the scanner's own verdict stands "
+                "and the text is asked about again on its next read (counts so far: %s)",
+                self.url,
+                self.model,
+                kind,
+                why,
+                counts,
+            )
