@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -290,3 +291,51 @@ def test_the_scanner_without_its_table_says_what_to_write(tmp_path: Path) -> Non
     path.write_text('provider = "memory"\nscanner = "reviewed"\n[scan]\nallow = ["review:exfiltration"]\n')
     with pytest.raises(memvault.InvalidRequest, match=r"needs a \[scan.review\] table .* url .* and model"):
         memvault.open_from_config(path)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_process_asks_on_its_own_connection_and_slots(tmp_path: Path, endpoint: Endpoint) -> None:
+    """Contract P35: a vault opened before fork() keeps working in the child. Forked while a thread of the
+    parent holds the one slot (its request in flight), the child still gets a slot and a connection of its
+    own (the parent's thread, which would free the slot, does not exist in the child)."""
+    endpoint.judge = attack_if("French")
+    with _open(tmp_path, endpoint, max_concurrent=1, timeout=3) as vault:
+        with pytest.raises(ContentRejected):
+            _retain(vault, WEAK)  # the parent's pool now holds a connection
+        endpoint.delay = 1.0
+        outcomes: list[str] = []
+
+        def hold_the_slot() -> None:
+            try:
+                _retain(vault, WEAK + " (t)", agent="t")
+            except ContentRejected as exc:
+                outcomes.append(exc.pattern)
+
+        in_flight = threading.Thread(target=hold_the_slot)
+        in_flight.start()
+        deadline = time.monotonic() + 5
+        while endpoint.in_flight == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            outcome = "stored"
+            try:
+                _retain(vault, WEAK + " (child)", agent="child")
+            except ContentRejected as exc:
+                outcome = exc.pattern
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                outcome = f"{type(exc).__name__}: {exc}"
+            os.write(write_end, outcome.encode())
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as pipe:
+            child = pipe.read()
+        os.waitpid(pid, 0)
+        in_flight.join(10)
+        assert child == "review:instruction_override"
+        assert outcomes == ["review:instruction_override"]
+        with pytest.raises(ContentRejected):
+            _retain(vault, WEAK + " (parent again)", agent="parent")
+    assert len(endpoint.texts) == 4
