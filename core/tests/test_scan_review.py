@@ -270,3 +270,27 @@ def test_a_rejection_by_meaning_is_overturned_by_default() -> None:
         assert draft.finding is not None
         assert not draft.by_rules
         assert draft.read_by_model
+
+
+@pytest.mark.parametrize("mode", ["replace", "append"])
+def test_unanswered_refuse_fails_a_write_the_reviewer_did_not_judge_and_writes_nothing(opened: Any, mode: str) -> None:
+    answers: list[Review | None] = [None]
+    vault = opened(TableReviewer(lambda text: answers[0]), ReviewPolicy(unanswered="refuse"))
+    _retain(vault, "Shopping list: bread.\n", mode=mode)  # nothing found in it: the reviewer is not asked
+    with pytest.raises(memvault.UpstreamError, match=r"reviewer 'table' gave no answer on this write.*retry later"):
+        _retain(vault, WEAK, mode=mode)
+    assert _read(vault).content == "Shopping list: bread.\n"  # nothing written
+    assert vault.quarantine_list(WS) == []  # and nothing quarantined: the content was not judged
+    answers[0] = BENIGN  # the reviewer is back: the same write is judged, not refused from a cache
+    _retain(vault, WEAK, mode=mode)
+    assert _read(vault).content.endswith(WEAK)
+
+
+def test_unanswered_refuse_keeps_reads_and_rejections_as_the_cascade_says(opened: Any) -> None:
+    vault = opened(TableReviewer(lambda text: None), ReviewPolicy(unanswered="refuse"))
+    _retain(vault, QUIET)  # the cascade finds nothing: never asked, never refused
+    with pytest.raises(ContentRejected):
+        _retain(vault, RULED, agent="a2")  # a rejection stands with or without an answer
+    assert _read(vault).content == QUIET
+    with pytest.raises(memvault.InvalidRequest, match="unanswered = 'drop' is not one of"):
+        ReviewPolicy.from_table({"unanswered": "drop"})

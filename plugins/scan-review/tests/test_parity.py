@@ -3,6 +3,7 @@ through a `memvault serve` (its own process, its own reviewer) as in process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from conftest import Endpoint, attack_if
 
@@ -51,14 +53,36 @@ def test_every_provider_gets_the_reviewers_verdict(provider: str, endpoint: Endp
         assert [r.pattern for r in vault.quarantine_list("ws-par")] == ["review:instruction_override"]
 
 
-@pytest.fixture
-def served(endpoint: Endpoint) -> Iterator[str]:
-    """`memvault serve` on the memory provider with the reviewed scanner, asking ``endpoint``."""
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("mode", ["replace", "append"])
+def test_unanswered_refuse_writes_nothing_on_every_provider(
+    provider: str, mode: str, endpoint: Endpoint, tmp_path: Path
+) -> None:
+    """Each provider writes the way it does (in its transaction, after reading back, ...): a refused write
+    leaves nothing on any of them."""
+    endpoint.close()  # down: no answer
+    info = get_registry().get(provider)
+    settings = dict(info.scratch(tmp_path)) if info.scratch is not None else {}
+    scan = {"review": {**_review_table(endpoint)["review"], "unanswered": "refuse"}}
+    with memvault.open(provider, scanner="reviewed", scan=scan, embedder="off", **settings) as vault:
+        request = RetainRequest(workspace_id="ws-par", agent_id="a1", tier="AGENT", content="Note one.\n", mode=mode)
+        vault.retain(request)
+        with pytest.raises(memvault.UpstreamError, match="gave no answer on this write"):
+            vault.retain(RetainRequest(workspace_id="ws-par", agent_id="a1", tier="AGENT", content=WEAK, mode=mode))
+        read = vault.read(ReadRequest(workspace_id="ws-par", agent_id="a1", tier="AGENT"))
+        assert read.content == "Note one.\n"
+        assert vault.quarantine_list("ws-par") == []
+
+
+@contextlib.contextmanager
+def serving(endpoint: Endpoint, extra: str = "") -> Iterator[str]:
+    """`memvault serve` on the memory provider with the reviewed scanner, asking ``endpoint`` (``extra``: more
+    lines of its ``[scan.review]``)."""
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "memvault.toml"
         config.write_text(
             'provider = "memory"\nscanner = "reviewed"\n[embed]\nembedder = "off"\n[server]\nport = 0\n'
-            f'[scan.review]\nurl = {json.dumps(endpoint.url)}\nmodel = "stand-in"\ntimeout = 5\n',
+            f'[scan.review]\nurl = {json.dumps(endpoint.url)}\nmodel = "stand-in"\ntimeout = 5\n{extra}',
             encoding="utf-8",
         )
         env = {k: v for k, v in os.environ.items() if k not in ("MEMVAULT_CONFIG", "MEMVAULT_PROVIDER")}
@@ -102,9 +126,36 @@ def served(endpoint: Endpoint) -> Iterator[str]:
                 proc.wait(5)
 
 
+@pytest.fixture
+def served(endpoint: Endpoint) -> Iterator[str]:
+    with serving(endpoint) as url:
+        yield url
+
+
 def test_a_service_gets_the_same_verdict_as_a_vault_in_process(served: str, endpoint: Endpoint) -> None:
     endpoint.judge = attack_if("French")
     with memvault.open("http-remote", url=served) as client:
         assert _outcome(client, WEAK, "a1") == "review:instruction_override"
         assert _outcome(client, BENIGN_WEAK, "a2") == BENIGN_WEAK
     assert endpoint.texts == [WEAK, BENIGN_WEAK]  # the service asked; the client has no scanner of its own
+    metrics = httpx.get(f"{served}/metrics", timeout=10).text
+    assert 'memvault_scanner_reviews_total{outcome="asked"} 2.0' in metrics
+    assert 'memvault_scanner_reviews_total{outcome="rejected"} 1.0' in metrics
+    assert 'memvault_scanner_reviews_total{outcome="confirmed"} 1.0' in metrics
+    assert 'memvault_scanner_reviews_total{outcome="unanswered"} 0.0' in metrics
+
+
+def test_a_service_refusing_unjudged_writes_tells_its_client(endpoint: Endpoint) -> None:
+    endpoint.mode = "status"  # the model server answers 500: no answer
+    # The client retries a keyed write the service failed with 502 until retry_deadline: the reviewer may be
+    # back by then. Here it stays down.
+    with (
+        serving(endpoint, 'unanswered = "refuse"\n') as url,
+        memvault.open("http-remote", url=url, retry_deadline=1.0) as client,
+    ):
+        with pytest.raises(memvault.UpstreamError, match="gave no answer on this write") as caught:
+            client.retain(
+                RetainRequest(workspace_id="ws-par", agent_id="a1", tier="AGENT", content=WEAK, mode="replace")
+            )
+        assert not isinstance(caught.value, ContentRejected)
+        assert client.read(ReadRequest(workspace_id="ws-par", agent_id="a1", tier="AGENT")).content == ""

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from memvault.contract.embedding import Embedder
-from memvault.contract.errors import ContentRejected, InvalidRequest, PluginError
+from memvault.contract.errors import ContentRejected, InvalidRequest, PluginError, UpstreamError
 from memvault.contract.forking import after_fork_in_child
 from memvault.contract.models import (
     CAPS,
@@ -241,6 +241,8 @@ class BuiltinScanner:
             with self._lock:
                 self.reviews["unanswered"] += 1
             self._unreviewed.flag = True
+            if draft.finding is None and self.review.unanswered == "refuse":
+                self._unreviewed.refuse = reviewer.name
             return draft.finding
         if draft.finding is not None:
             if answer.attack:
@@ -262,6 +264,22 @@ class BuiltinScanner:
         with self._lock:
             self.reviews[outcome] += 1
         return verdict
+
+    def _write_verdict(
+        self, judge: Callable[..., tuple[str, Finding | None]], *args: Any
+    ) -> tuple[str, Finding | None]:
+        """``judge(*args)`` for a write: a text it would store although the reviewer was asked and gave no
+        answer raises ``UpstreamError`` when the review policy says ``unanswered = "refuse"``."""
+        self._unreviewed.refuse = ""
+        digest, finding = judge(*args)
+        refused, self._unreviewed.refuse = self._unreviewed.refuse, ""
+        if refused and finding is None:
+            raise UpstreamError(
+                f"the scanner's reviewer {refused!r} gave no answer on this write, and the scanner refuses writes "
+                'its reviewer did not judge (unanswered = "refuse"): nothing was written; retry later, or see '
+                "the reviewer's warnings on the memvault.scanner loggers for why it did not answer"
+            )
+        return digest, finding
 
     def _cacheable(self) -> bool:
         """Whether the verdict this thread just computed may be cached (no reviewer's answer was missing)."""
@@ -376,11 +394,11 @@ class BuiltinScanner:
             return (yield)
         view = current_rendered_view()
         if view is not None:
-            digest, finding = self._view_verdict(view)
+            digest, finding = self._write_verdict(self._view_verdict, view)
             if finding is not None:
                 self._reject(request, view.text, digest, finding, seen_with=True)
         if request.mode is not Mode.APPEND:
-            digest, finding = self.verdict(request.content)
+            digest, finding = self._write_verdict(self.verdict, request.content)
             if finding is not None:
                 self._reject(request, request.content, digest, finding)
             return (yield)
@@ -396,7 +414,7 @@ class BuiltinScanner:
                     key=request.key,
                 )
             )
-            digest, finding = self._append_verdict(old, request.content)
+            digest, finding = self._write_verdict(self._append_verdict, old, request.content)
             if finding is not None:
                 self._reject(request, old + request.content, digest, finding)
             return (yield)
@@ -437,7 +455,7 @@ class BuiltinScanner:
     def _check_append(self, request: RetainRequest, stored: str, digest: str) -> tuple[str, str, Finding] | None:
         """The check run inside the provider's write: ``None`` when ``stored + content`` is clean,
         else what :meth:`_reject` needs (final body, its digest, the finding)."""
-        final_digest, finding = self._append_verdict(stored, request.content, digest)
+        final_digest, finding = self._write_verdict(self._append_verdict, stored, request.content, digest)
         if finding is None:
             return None
         return stored + request.content, final_digest, finding

@@ -50,8 +50,10 @@ REVIEW_PATTERN_IDS: Final = frozenset(PATTERN_PREFIX + c for c in CATEGORIES)
 
 Scope = Literal["suspicious", "all"]
 MayClear = Literal["none", "meaning", "all"]
+Unanswered = Literal["store", "refuse"]
 _SCOPES: Final = ("suspicious", "all")
 _MAY_CLEAR: Final = ("none", "meaning", "all")
+_UNANSWERED: Final = ("store", "refuse")
 
 
 @frozen(kw_only=True)
@@ -120,10 +122,17 @@ class ReviewPolicy:
 
         scope = "suspicious"   # or "all": every text, not only those the cascade found something in
         may_clear = "meaning"  # or "none", or "all" (a rule's verdict too)
+        unanswered = "store"   # or "refuse": a write the reviewer was asked about and did not answer fails
+
+    ``unanswered = "refuse"`` closes the gap an attacker who keeps the reviewer busy (or down) would use:
+    a write the cascade would store, but about which the reviewer was asked and gave no answer, raises
+    :class:`~memvault.contract.errors.UpstreamError` (nothing written, no quarantine copy; retry later)
+    instead of being stored on the cascade's word. Reads and recalls keep the cascade's verdict.
     """
 
     scope: Scope = "suspicious"
     may_clear: MayClear = "meaning"
+    unanswered: Unanswered = "store"
 
     def asks(self, draft: Draft) -> bool:
         """Whether the reviewer's answer on a text with this draft can change its verdict."""
@@ -137,7 +146,7 @@ class ReviewPolicy:
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any], where: str = "scan.review") -> ReviewPolicy:
-        """The ``scope`` and ``may_clear`` keys of ``table`` (other keys are the reviewer's own).
+        """The ``scope``, ``may_clear`` and ``unanswered`` keys of ``table`` (other keys are the reviewer's own).
 
         :raises InvalidRequest: naming the key, for a value that is not one of the allowed ones.
         """
@@ -157,7 +166,14 @@ class ReviewPolicy:
                 "(a rule's too)",
                 field=f"{where}.may_clear",
             )
-        return cls(scope=scope, may_clear=may_clear)
+        unanswered = table.get("unanswered", "store")
+        if unanswered not in _UNANSWERED:
+            raise InvalidRequest(
+                f"[{where}] unanswered = {unanswered!r} is not one of {', '.join(map(repr, _UNANSWERED))}: what a "
+                "write the reviewer gave no answer on gets: stored on the cascade's verdict, or refused (retry later)",
+                field=f"{where}.unanswered",
+            )
+        return cls(scope=scope, may_clear=may_clear, unanswered=unanswered)
 
 
 def review_hit(review: Review, reviewer: str) -> Hit:

@@ -6,6 +6,7 @@ Metrics (docs/operators/observability.md):
 ``memvault_http_requests_total``                      counter    requests by ``route``, ``method``, ``status``
 ``memvault_http_request_duration_seconds``            histogram  their latency, same labels
 ``memvault_scanner_rejections_total``                 counter    writes the scanner refused, by ``category``
+``memvault_scanner_reviews_total``                    counter    the reviewer's answers, by ``outcome`` (if any)
 ``memvault_store_up``                                 gauge      1 when the provider's health is ok
 ``memvault_pending_erasures``                         gauge      erasures by data subject not yet complete
 ``memvault_embedding_backlog``                        gauge      lines waiting for a vector
@@ -36,7 +37,7 @@ from typing import Any, Final
 
 import pluggy
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
@@ -116,6 +117,36 @@ class _StoreGauges(Collector):
             )
 
 
+#: The outcomes a scanner's reviewer counts (memvault.scanner.plugin.BuiltinScanner.reviews).
+REVIEW_OUTCOMES: Final = ("asked", "unanswered", "rejected", "cleared", "confirmed")
+
+
+class _ReviewCounts(Collector):
+    """How the scanner's reviewer answered (memvault.scanner.review), read when Prometheus collects; nothing
+    when no scanner of the vault has a reviewer."""
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+
+    def collect(self) -> Iterator[Metric]:
+        counts = [
+            dict(plugin.reviews)
+            for plugin in self.vault.plugin_manager.get_plugins()
+            if getattr(plugin, "reviewer", None) is not None and isinstance(getattr(plugin, "reviews", None), dict)
+        ]
+        if not counts:
+            return
+        family = CounterMetricFamily(
+            "memvault_scanner_reviews",
+            "texts the scanner asked its reviewer about, by outcome: asked (every one), unanswered, rejected "
+            "(an attack the cascade stored), cleared (a rejection overturned), confirmed (the verdict kept)",
+            labels=["outcome"],
+        )
+        for outcome in REVIEW_OUTCOMES:
+            family.add_metric([outcome], sum(c.get(outcome, 0) for c in counts))
+        yield family
+
+
 def _pool_stats(pool: Any) -> dict[str, int]:
     get_stats = getattr(pool, "get_stats", None)
     if not callable(get_stats):
@@ -153,6 +184,7 @@ class ServiceMetrics:
             registry=self.registry,
         )
         self.registry.register(_StoreGauges(health, getattr(vault.provider, "pool", None)))
+        self.registry.register(_ReviewCounts(vault))
         vault.plugin_manager.register(_RejectionCounter(self.rejections), name=f"metrics:{id(self)}")
 
     def route(self, scope: Scope) -> str:

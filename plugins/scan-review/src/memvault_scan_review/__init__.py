@@ -14,6 +14,7 @@ scanner; ``scanner = "reviewed"`` in ``memvault.toml`` selects it, and its
     api_key_env = "MEMVAULT_REVIEW_KEY" # the variable holding the key, if the endpoint wants one
     scope = "suspicious"                # or "all"
     may_clear = "meaning"               # or "none", or "all"
+    unanswered = "store"                # or "refuse": a write the model did not judge fails
 
 The rest of ``[scan]`` applies as to the builtin scanner.
 """
@@ -58,6 +59,7 @@ KEYS: Final = (
     "json_mode",
     "scope",
     "may_clear",
+    "unanswered",
 )
 _WHERE: Final = "scan.review"
 
