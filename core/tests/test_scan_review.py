@@ -17,7 +17,7 @@ import pytest
 
 import memvault
 from memvault import ContentRejected, ReadRequest, RecallRequest, RetainRequest
-from memvault.scanner.engine import DEFAULT_POLICY, ScanPolicy, scan_hits
+from memvault.scanner.engine import DEFAULT_POLICY, Hit, ScanPolicy, scan_hits
 from memvault.scanner.plugin import BuiltinScanner
 from memvault.scanner.review import (
     REVIEW_PATTERN_IDS,
@@ -294,3 +294,30 @@ def test_unanswered_refuse_keeps_reads_and_rejections_as_the_cascade_says(opened
     assert _read(vault).content == QUIET
     with pytest.raises(memvault.InvalidRequest, match="unanswered = 'drop' is not one of"):
         ReviewPolicy.from_table({"unanswered": "drop"})
+
+
+def test_a_classifiers_rejection_is_a_models_and_may_be_overturned_by_default(opened: Any) -> None:
+    """``may_clear = "meaning"`` overturns what rests on a model's evidence (a plugin's classifier counts),
+    never what the builtin rules reach alone, even beside a classifier's hit."""
+
+    def model(text: str) -> list[Hit]:
+        return [
+            Hit(
+                category="instruction_override",
+                pattern="acme_model",
+                form="model",
+                excerpt="p=0.97",
+                span=(0, len(text)),
+                weight=1.0,
+            )
+        ]
+
+    reviewer = TableReviewer(lambda text: BENIGN)
+    scanner = BuiltinScanner(reviewer=reviewer, classifiers=[model])
+    with memvault.open("memory", scanner="off", embedder="off", plugins=[scanner]) as vault:
+        _retain(vault, QUIET)  # the classifier alone rejects it; the reviewer reads it as benign
+        assert _read(vault).content == QUIET
+        with pytest.raises(ContentRejected):
+            _retain(vault, RULED, agent="a2")  # the rules reject it alone: not the reviewer's to overturn
+    assert [text for text, _ in reviewer.asked] == [QUIET]
+    assert not reviewer.asked[0][1].by_rules

@@ -78,7 +78,17 @@ from memvault.contract.models import (
 from memvault.contract.registration import RegisterScanner
 from memvault.contract.scanning import RenderedView, current_rendered_view, recalled_text, stored_check
 from memvault.hooks.markers import hookimpl
-from memvault.scanner.engine import DEFAULT_POLICY, Finding, Hit, ScanPolicy, decide, scan, scan_hits, tail_start
+from memvault.scanner.engine import (
+    DEFAULT_POLICY,
+    PATTERN_IDS,
+    Finding,
+    Hit,
+    ScanPolicy,
+    decide,
+    scan,
+    scan_hits,
+    tail_start,
+)
 from memvault.scanner.quarantine import blocked_placeholder
 from memvault.scanner.review import Draft, Review, Reviewer, ReviewPolicy, review_hit
 
@@ -218,7 +228,7 @@ class BuiltinScanner:
         draft = Draft(
             finding=finding,
             hits=(*hits, *meant),
-            by_rules=finding is not None and not meant,
+            by_rules=finding is not None and _rules_reject((*hits, *finding.hits), self.policy),
             read_by_model=read,
         )
         return self._reviewed(text, draft) if self.review.asks(draft) else finding
@@ -694,6 +704,11 @@ def _parts(hits: list[RecallSnippet], judge: Callable[[list[RecallSnippet]], Fin
     run = hits[start:end]
     between = [m for m in range(1, len(run) - 1) if judge(run[:m] + run[m + 1 :]) is None]
     return sorted({start, end - 1, *(start + m for m in between)})
+
+
+def _rules_reject(hits: Iterable[Hit], policy: ScanPolicy) -> bool:
+    """Whether the builtin rules' hits among ``hits`` reject on their own (without a model's evidence)."""
+    return decide([h for h in hits if h.pattern in PATTERN_IDS], policy) is not None
 
 
 def _extras(finding: Finding) -> dict[str, Any]:

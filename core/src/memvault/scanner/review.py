@@ -12,8 +12,9 @@ change the verdict:
   which rejects at the default threshold; with ``scope = "all"`` every text is asked;
 * a text the cascade rejects, when :attr:`ReviewPolicy.may_clear` lets the reviewer
   overturn that verdict: a *benign* answer stores it. ``"meaning"`` (the default)
-  overturns only a verdict the rules alone did not reach (one that rests on the check
-  by meaning); ``"all"`` any verdict; ``"none"`` never.
+  overturns only a verdict the builtin rules alone do not reach (one that rests on a
+  model's evidence: the check by meaning, a plugin's classifier); ``"all"`` any
+  verdict; ``"none"`` never.
 
 A reviewer that gives no answer (``None``: down, slow, an answer it could not read)
 leaves the cascade's verdict, and that verdict is not cached: the next read or write
@@ -62,7 +63,8 @@ class Draft:
 
     :ivar finding: its verdict (``None``: it would store the text).
     :ivar hits: every piece of evidence it found, also below threshold (rules, classifiers, meaning).
-    :ivar by_rules: the rules and classifiers alone reject the text (before the check by meaning).
+    :ivar by_rules: the builtin rules alone reject the text (without a classifier's or the check by meaning's
+        evidence).
     :ivar read_by_model: the check by meaning read a window of the text.
     """
 
