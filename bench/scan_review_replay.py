@@ -3,20 +3,22 @@
 No language model runs on this machine, so the endpoint's part is played offline:
 
 ``render``  writes the plugin's requests (``memvault_scan_review.render``, a fresh request id each) for the
-            held-out set's texts, the LoCoMo writes whose text the builtin's cascade finds evidence in, and
-            ``--quiet`` LoCoMo writes it finds nothing in, shuffled and without labels, to
+            held-out set's texts, the LoCoMo writes whose text a cascade (the builtin's, and the multilingual
+            scanner's when it is installed) finds evidence in, and ``--quiet`` LoCoMo writes none finds
+            anything in, shuffled and without labels, to
             ``FOLDER/requests_<part>.txt`` (and the system message to ``FOLDER/system.txt``); the key (which
             request is which, and the builtin's draft on it) goes to ``--key``, which whoever answers must
             not read.
 ``score``   reads ``FOLDER/answers_<part>.jsonl`` (``{"n": N, "content": "<the model's answer>"}`` a line),
             parses every answer with ``memvault_scan_review.parse_answer`` and applies the scanner's decision
             (``memvault.scanner.review.ReviewPolicy``) for every scope and ``may_clear``: attacks and benign
-            texts of the set rejected, LoCoMo writes rejected.
+            texts of the set rejected, LoCoMo writes rejected, per cascade.
 
     python bench/scan_review_replay.py render --folder /tmp/replay --key /root/key.json
     python bench/scan_review_replay.py score --folder /tmp/replay --key /root/key.json [--out FILE]
 
-The builtin runs with its check by meaning (memvault-embed-minilm), as the default scanner does.
+The builtin runs with its check by meaning (memvault-embed-minilm), as the default scanner does; the multilingual
+scanner (memvault-scan-multilingual) with its e5 judge. Run with ``OMP_NUM_THREADS=1``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import memvault
-from memvault.scanner.engine import Finding, Hit, decide, scan_hits
+from memvault.scanner.engine import PATTERN_IDS, Finding, Hit, decide, scan_hits
 from memvault.scanner.plugin import BuiltinScanner
 from memvault.scanner.review import Draft, Review, ReviewPolicy
 
@@ -39,46 +41,54 @@ from scan_bench import turns
 from scan_heldout import DATA
 
 
-class Recording(BuiltinScanner):
-    """The builtin scanner (rules, then the check by meaning) recording its draft on every text it judges."""
+def recording(base: type[BuiltinScanner]) -> type[BuiltinScanner]:
+    """A subclass of scanner class ``base`` recording its cascade's draft on every text it judges."""
 
-    def __init__(self, embedder: Any) -> None:
-        super().__init__(embedder=embedder)
-        self.drafts: list[tuple[str, Draft]] = []
+    class Recording(base):  # type: ignore[valid-type,misc]
+        drafts: list[tuple[str, Draft]]
 
-    def _cascade(self, text: str) -> Finding | None:
-        words: set[str] = set()
-        finding, hits = scan_hits(text, self.policy, [], words)
-        meant: list[Hit] = []
-        read = False
-        if finding is None and self.semantic is not None:
-            meant, read = self.semantic.judge(text, suspicious=bool(hits), words=words)
-            if meant:
-                finding = decide([*hits, *meant], self.policy)
-        self.drafts.append(
-            (
-                text,
-                Draft(
-                    finding=finding,
-                    hits=(*hits, *meant),
-                    by_rules=finding is not None and not meant,
-                    read_by_model=read,
-                ),
+        def _cascade(self, text: str) -> Finding | None:
+            extra = [hit for classify in self.classifiers for hit in classify(text)]
+            words: set[str] = set()
+            finding, hits = scan_hits(text, self.policy, extra, words)
+            meant: list[Hit] = []
+            read = False
+            if finding is None and self.semantic is not None:
+                meant, read = self.semantic.judge(text, suspicious=bool(hits), words=words)
+                if meant:
+                    finding = decide([*hits, *meant], self.policy)
+            by_rules = finding is not None and (
+                decide([h for h in (*hits, *finding.hits) if h.pattern in PATTERN_IDS], self.policy) is not None
             )
-        )
-        return finding
+            self.drafts.append(
+                (text, Draft(finding=finding, hits=(*hits, *meant), by_rules=by_rules, read_by_model=read))
+            )
+            return finding
+
+    return Recording
 
 
-def _row(source: str, item_id: str, attack: bool, text: str, draft: Draft) -> dict[str, Any]:
-    return {
-        "src": source,
-        "id": item_id,
-        "attack": attack,
-        "text": text,
-        "rejected": draft.finding is not None,
-        "by_rules": draft.by_rules,
-        "suspicious": draft.suspicious,
-    }
+def scanners(embedder: Any) -> dict[str, BuiltinScanner]:
+    """A recording scanner per cascade measured: the builtin, and the multilingual one when installed."""
+    made: dict[str, BuiltinScanner] = {"builtin": recording(BuiltinScanner)(embedder=embedder)}
+    try:
+        from memvault_scan_multilingual import MultilingualScanner
+    except ImportError:
+        return made
+    made["multilingual"] = recording(MultilingualScanner)()
+    return made
+
+
+def _draft(draft: Draft) -> dict[str, bool]:
+    return {"rejected": draft.finding is not None, "by_rules": draft.by_rules, "suspicious": draft.suspicious}
+
+
+def _judged(scanner: BuiltinScanner, vault: memvault.Vault, request: memvault.RetainRequest) -> list[tuple[str, Draft]]:
+    drafts: list[tuple[str, Draft]] = scanner.drafts  # type: ignore[attr-defined]
+    before = len(drafts)
+    with contextlib.suppress(memvault.ContentRejected):
+        vault.retain(request)
+    return drafts[before:]
 
 
 def render_requests(args: argparse.Namespace) -> None:
@@ -87,39 +97,32 @@ def render_requests(args: argparse.Namespace) -> None:
     from memvault_scan_review.prompt import request_id
 
     embedder = MiniLMEmbedder()
-    rows: list[dict[str, Any]] = []
     items = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
-    scanner = Recording(embedder)
-    with memvault.open("memory", scanner="off", embedder="off", plugins=[scanner]) as vault:
-        for index, item in enumerate(items):
-            before = len(scanner.drafts)
-            with contextlib.suppress(memvault.ContentRejected):
-                vault.retain(
-                    memvault.RetainRequest(
-                        workspace_id="replay",
-                        agent_id=f"item-{index}",
-                        tier="AGENT",
-                        content=item["text"],
-                        mode="replace",
-                    )
+    rows: list[dict[str, Any]] = [
+        {"src": "set", "id": item["id"], "attack": bool(item["attack"]), "text": item["text"], "drafts": {}}
+        for item in items
+    ]
+    locomo: dict[str, dict[str, Any]] = {}
+    for name, scanner in scanners(embedder).items():
+        scanner.drafts = []  # type: ignore[attr-defined]
+        with memvault.open("memory", scanner="off", embedder="off", plugins=[scanner]) as vault:
+            for index, row in enumerate(rows):
+                request = memvault.RetainRequest(
+                    workspace_id="replay", agent_id=f"item-{index}", tier="AGENT", content=row["text"], mode="replace"
                 )
-            text, draft = scanner.drafts[before]
-            rows.append(_row("set", item["id"], bool(item["attack"]), text, draft))
-    scanner = Recording(embedder)
-    quiet: list[dict[str, Any]] = []
-    with memvault.open("memory", scanner="off", embedder="off", plugins=[scanner]) as vault:
-        for agent, key, line in turns():
-            before = len(scanner.drafts)
-            vault.retain(
-                memvault.RetainRequest(
+                [(_, draft)] = _judged(scanner, vault, request)
+                row["drafts"][name] = _draft(draft)
+            for agent, key, line in turns():
+                request = memvault.RetainRequest(
                     workspace_id="replay", agent_id=agent, tier="daily", key=key, content=line, mode="append"
                 )
-            )
-            for text, draft in scanner.drafts[before:]:
-                row = _row("locomo", f"{agent}/{key}/{before}", False, text, draft)
-                (rows if draft.suspicious else quiet).append(row)
+                for text, draft in _judged(scanner, vault, request):
+                    entry = locomo.setdefault(text, {"src": "locomo", "id": agent, "attack": False, "text": text})
+                    entry.setdefault("drafts", {})[name] = _draft(draft)
+    suspicious = [e for e in locomo.values() if any(d["suspicious"] for d in e["drafts"].values())]
+    quiet = [e for e in locomo.values() if not any(d["suspicious"] for d in e["drafts"].values())]
     rng = random.Random(args.seed)
-    rows += rng.sample(quiet, min(args.quiet, len(quiet)))
+    rows += suspicious + rng.sample(quiet, min(args.quiet, len(quiet)))
     rng.shuffle(rows)
     args.folder.mkdir(parents=True, exist_ok=True)
     outs = [(args.folder / f"requests_{p}.txt").open("w", encoding="utf-8") for p in range(args.parts)]
@@ -136,12 +139,14 @@ def render_requests(args: argparse.Namespace) -> None:
     print(f"{len(rows)} requests in {args.parts} files under {args.folder}; the key is {args.key}")
 
 
-def verdict(row: dict[str, Any], answer: Review | None, policy: ReviewPolicy) -> bool:
-    """Whether the scanner rejects the row's text with this answer (``None``: no answer)."""
-    draft = Draft(finding=_MARK if row["rejected"] else None, by_rules=row["by_rules"], read_by_model=row["suspicious"])
-    if not policy.asks(draft) or answer is None:
-        return bool(row["rejected"])
-    return answer.attack if not row["rejected"] else answer.attack or not policy.clears(draft)
+def verdict(draft: dict[str, bool], answer: Review | None, policy: ReviewPolicy) -> bool:
+    """Whether the scanner rejects a text with this draft and answer (``None``: no answer)."""
+    shape = Draft(
+        finding=_MARK if draft["rejected"] else None, by_rules=draft["by_rules"], read_by_model=draft["suspicious"]
+    )
+    if not policy.asks(shape) or answer is None:
+        return draft["rejected"]
+    return answer.attack if not draft["rejected"] else answer.attack or not policy.clears(shape)
 
 
 _MARK = Finding(category="instruction_override", pattern="draft", form="plain", excerpt="")
@@ -168,20 +173,27 @@ def score(args: argparse.Namespace) -> None:
     benign = [r for r in held if not r["attack"]]
     lines = [
         f"{len(rows)} requests, {len(rows) - unanswered} answers read ({unanswered} unreadable or missing); "
-        f"{len(attacks)} attacks and {len(benign)} benign texts of {args.data.name}, {len(locomo)} LoCoMo writes "
-        f"({sum(r['suspicious'] for r in locomo)} the cascade found evidence in).",
-        "",
-        "| scope | may_clear | attacks rejected | benign rejected | LoCoMo rejected |",
-        "|---|---|---|---|---|",
-        f"| (builtin alone) | | {sum(r['rejected'] for r in attacks)} | {sum(r['rejected'] for r in benign)} | "
-        f"{sum(r['rejected'] for r in locomo)} |",
+        f"{len(attacks)} attacks and {len(benign)} benign texts of {args.data.name}, {len(locomo)} LoCoMo writes.",
     ]
-    for scope in ("suspicious", "all"):
-        for may_clear in ("none", "meaning", "all"):
-            policy = ReviewPolicy(scope=scope, may_clear=may_clear)
-            count = [sum(verdict(r, answers[r["n"]], policy) for r in group) for group in (attacks, benign, locomo)]
-            rate = count[0] / max(1, len(attacks))
-            lines.append(f"| {scope} | {may_clear} | {count[0]} ({rate:.1%}) | {count[1]} | {count[2]} |")
+    for name in sorted({name for r in rows for name in r["drafts"]}):
+        lines += [
+            "",
+            f"The {name} scanner's cascade:",
+            "",
+            "| scope | may_clear | attacks rejected | benign rejected | LoCoMo rejected |",
+            "|---|---|---|---|---|",
+        ]
+        alone = [sum(r["drafts"][name]["rejected"] for r in group) for group in (attacks, benign, locomo)]
+        lines.append(f"| ({name} alone) | | {alone[0]} | {alone[1]} | {alone[2]} |")
+        for scope in ("suspicious", "all"):
+            for may_clear in ("none", "meaning", "all"):
+                policy = ReviewPolicy(scope=scope, may_clear=may_clear)
+                count = [
+                    sum(verdict(r["drafts"][name], answers[r["n"]], policy) for r in group)
+                    for group in (attacks, benign, locomo)
+                ]
+                rate = count[0] / max(1, len(attacks))
+                lines.append(f"| {scope} | {may_clear} | {count[0]} ({rate:.1%}) | {count[1]} | {count[2]} |")
     report = "\n".join(lines)
     print(report)
     if args.out:

