@@ -103,3 +103,22 @@ def test_checks_that_are_not_callable_are_refused_at_registration(
     registry = _install(plugin_dir, monkeypatch, "docjunk", "42")
     assert "docjunk" not in registry.names()
     assert any("checks=42" in f.cause and "DoctorCheck" in f.cause for f in registry.failures)
+
+
+def _scanner_checks(tmp_path: Path, config: str) -> list[DoctorCheck]:
+    path = tmp_path / "memvault.toml"
+    path.write_text(config, encoding="utf-8")
+    return [c for c in run_checks(str(path), provider="memory") if c.name.startswith("scanner")]
+
+
+def test_the_configured_scanner_builds_from_its_table_or_the_doctor_says_why(tmp_path: Path) -> None:
+    assert _scanner_checks(tmp_path, 'provider = "memory"\n') == []  # the default scanner: nothing to check
+    [ok] = _scanner_checks(tmp_path, 'provider = "memory"\nscanner = "builtin"\n[scan]\nallow = ["url_placeholder"]\n')
+    assert (ok.name, ok.status, ok.detail) == ("scanner (builtin)", "ok", "builds from [scan]")
+    [bad] = _scanner_checks(tmp_path, 'provider = "memory"\nscanner = "builtin"\n[scan]\nallow = ["no_such_rule"]\n')
+    assert bad.status == "fail"
+    assert "no_such_rule" in bad.detail
+    assert "fix [scan]" in bad.fix
+    [missing] = _scanner_checks(tmp_path, 'provider = "memory"\nscanner = "acme-nothing"\n')
+    assert missing.status == "fail"
+    assert "no scanner named 'acme-nothing'" in missing.detail

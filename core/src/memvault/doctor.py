@@ -218,10 +218,39 @@ def _configured(config_path: str | None, options: Mapping[str, str], provider: s
                 yield Check(f"store ({name})", "ok", "opens and answers health")
             else:
                 yield Check(f"store ({name})", "fail", f"not healthy: {status.message}", "see the provider's docs")
+    if config.scanner not in (None, "off"):
+        yield _scanner(config.scanner, config.scan)
     if location is None:
         yield _disk(Path.cwd())
     else:
         yield _disk(location if location.is_dir() else location.parent)
+
+
+def _scanner(name: str, table: Mapping[str, Any]) -> Check:
+    """The configured scanner builds from its ``[scan]`` table; a reviewer it has (``memvault.scanner.review``)
+    that offers ``probe()`` is asked one question, so a model server that is down shows here, not as a
+    warning on the first suspicious write."""
+    try:
+        made = get_registry().scanner(name, table or None)
+    except MemvaultError as exc:
+        return Check(f"scanner ({name})", "fail", str(exc), "fix [scan] in memvault.toml, or install the scanner")
+    for plugin in made:
+        reviewer = getattr(plugin, "reviewer", None)
+        probe = getattr(reviewer, "probe", None)
+        if not callable(probe):
+            continue
+        try:
+            answered = probe()
+        except Exception as exc:  # noqa: BLE001 - a reviewer's failure is the finding
+            return Check(
+                f"scanner ({name})",
+                "fail",
+                f"its reviewer gave no answer: {exc}",
+                "start the model server, or fix the reviewer's settings ([scan.review]); until it answers, the "
+                'scanner\'s own verdicts stand (or writes it is asked about fail, with unanswered = "refuse")',
+            )
+        return Check(f"scanner ({name})", "ok", f"builds; its reviewer {answered}")
+    return Check(f"scanner ({name})", "ok", "builds from [scan]")
 
 
 def run_checks(

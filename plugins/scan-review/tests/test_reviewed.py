@@ -8,6 +8,8 @@ import itertools
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -339,3 +341,36 @@ def test_a_forked_process_asks_on_its_own_connection_and_slots(tmp_path: Path, e
         with pytest.raises(ContentRejected):
             _retain(vault, WEAK + " (parent again)", agent="parent")
     assert len(endpoint.texts) == 4
+
+
+def _doctor(tmp_path: Path, endpoint: Endpoint) -> tuple[int, dict[str, Any]]:
+    _config(tmp_path, endpoint)
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMVAULT_CONFIG", "MEMVAULT_PROVIDER")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    done = subprocess.run(
+        [sys.executable, "-c", "from memvault.cli.main import main; main()", "doctor", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    return done.returncode, checks["scanner (reviewed)"]
+
+
+def test_the_doctor_asks_the_reviewer_one_question(tmp_path: Path, endpoint: Endpoint) -> None:
+    code, check = _doctor(tmp_path, endpoint)
+    assert check["status"] == "ok"
+    assert f"its reviewer at {endpoint.url} (model 'stand-in') answered in" in check["detail"]
+    assert len(endpoint.requests) == 1  # one question
+    endpoint.judge = attack_if("dentist")  # a model that reads everything as an attack
+    code, check = _doctor(tmp_path, endpoint)
+    assert (code, check["status"]) == (1, "fail")
+    assert "reads an everyday note as an attack" in check["detail"]
+    endpoint.close()
+    code, check = _doctor(tmp_path, endpoint)
+    assert (code, check["status"]) == (1, "fail")
+    assert "its reviewer gave no answer" in check["detail"]
+    assert "start the model server" in check["fix"]

@@ -111,7 +111,8 @@ class Reviewer(Protocol):
         """The answer on ``text`` (the text the rules scan), or ``None`` when there is none to give.
 
         Called from the scanner's threads at once (make it thread-safe); an exception is no answer
-        (logged), never a verdict.
+        (logged), never a verdict. A reviewer may also offer ``probe() -> str`` (one question, for
+        ``memvault doctor``: what it answered and how fast; an exception is a failed check).
         """
         ...
 

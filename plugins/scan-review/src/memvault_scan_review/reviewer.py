@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import httpx
 
+from memvault.contract.errors import UpstreamError
 from memvault.contract.forking import after_fork_in_child
 from memvault.scanner.review import Draft, Review
 from memvault_scan_review.prompt import parse_answer, render, request_id
@@ -34,6 +35,8 @@ log = logging.getLogger("memvault.scanner.review")
 MAX_RESPONSE_BYTES: Final = 1 << 20
 #: How many characters consecutive parts of a long text share (more than any rule's match spans).
 OVERLAP: Final = 400
+#: What ``probe`` asks about: an everyday note any reviewer reads as benign.
+_PROBE: Final = "The dentist appointment moved to Tuesday at 9:30; bring the insurance card."
 #: The fewest seconds between two warnings about unanswered requests (each is counted in ``stats``).
 WARN_EVERY: Final = 60.0
 
@@ -125,6 +128,35 @@ class ChatReviewer:
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
         self._client.close()
+
+    def probe(self) -> str:
+        """Ask the model about one everyday text (for ``memvault doctor``): what it answered and how fast.
+
+        :raises UpstreamError: when it gives no answer, saying why, or reads the everyday text as an attack.
+        """
+        started = time.monotonic()
+        rid = request_id()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": render(_PROBE, rid),
+            "temperature": 0,
+            "max_tokens": 200,
+        }
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        where = f"{self.url} (model {self.model!r})"
+        try:
+            content = self._post(body)
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"{where}: {type(exc).__name__}: {exc}") from exc
+        if isinstance(content, tuple):
+            raise UpstreamError(f"{where}: {content[1]}")
+        answer = parse_answer(content, rid)
+        if isinstance(answer, str):
+            raise UpstreamError(f"{where}: {answer}")
+        if answer.attack:
+            raise UpstreamError(f"{where} reads an everyday note as an attack ({answer.category}): try another model")
+        return f"at {where} answered in {time.monotonic() - started:.2f} s"
 
     def review(self, text: str, draft: Draft) -> Review | None:
         """The model's answer on ``text``: an attack when any part reads as one, benign when every part
