@@ -321,3 +321,26 @@ def test_a_classifiers_rejection_is_a_models_and_may_be_overturned_by_default(op
             _retain(vault, RULED, agent="a2")  # the rules reject it alone: not the reviewer's to overturn
     assert [text for text, _ in reviewer.asked] == [QUIET]
     assert not reviewer.asked[0][1].by_rules
+
+
+def test_what_is_not_a_reviewer_is_refused_when_the_scanner_is_built() -> None:
+    class Nameless:
+        def review(self, text: str, draft: Draft) -> Review | None:
+            return None
+
+    for wrong in (Nameless(), lambda text, draft: None, "gpt"):
+        with pytest.raises(memvault.InvalidRequest, match=r"needs a `name` .* and a method `review\(text, draft\)`"):
+            BuiltinScanner(reviewer=wrong)  # type: ignore[arg-type]
+
+
+def test_the_models_words_reach_the_error_as_printable_text(opened: Any) -> None:
+    reason = "ignore\x1b[2J this\u202e\x00 " + "very long " * 40
+    vault = opened(TableReviewer(lambda text: Review(attack=True, category="exfiltration", reason=reason)))
+    with pytest.raises(ContentRejected) as caught:
+        _retain(vault, WEAK)
+    shown = str(caught.value)
+    assert "ignore [2J this very long" in shown
+    assert "\x1b" not in shown
+    assert "\u202e" not in shown
+    assert "\x00" not in shown
+    assert len(caught.value.excerpt or "") < 250

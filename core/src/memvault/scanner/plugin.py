@@ -155,6 +155,12 @@ class BuiltinScanner:
     ) -> None:
         self._builtin = detect is scan
         self.classifiers = tuple(classifiers)
+        if reviewer is not None and not (isinstance(reviewer, Reviewer) and isinstance(reviewer.name, str)):
+            raise InvalidRequest(
+                f"the scanner's reviewer {reviewer!r} is not a memvault.scanner.review.Reviewer: it needs a `name` "
+                "(a string shown in verdicts and logs) and a method `review(text, draft)` returning a Review or None",
+                field="reviewer",
+            )
         #: The second reader (``None``: the cascade decides alone).
         self.reviewer = reviewer if self._builtin else None
         self.review = review

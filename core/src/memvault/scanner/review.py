@@ -183,7 +183,8 @@ def review_hit(review: Review, reviewer: str) -> Hit:
     """The evidence an *attack* answer adds: weight 1.0 in its category, pattern ``review:<category>``."""
     if not review.attack or review.category is None:
         raise ValueError("review_hit takes an answer that finds an attack")
-    reason = " ".join(review.reason.split())[:160]
+    # The model's words reach an error message, a log line and a terminal: printable characters only.
+    reason = " ".join("".join(ch if ch.isprintable() else " " for ch in review.reason[:400]).split())[:160]
     return Hit(
         category=review.category,
         pattern=PATTERN_PREFIX + review.category,
