@@ -344,3 +344,16 @@ def test_the_models_words_reach_the_error_as_printable_text(opened: Any) -> None
     assert "\u202e" not in shown
     assert "\x00" not in shown
     assert len(caught.value.excerpt or "") < 250
+
+
+def test_a_recall_asks_the_reviewer_only_to_overturn_never_to_add(opened: Any) -> None:
+    """Each document was judged alone; a recall's hits read together are not asked about again unless the
+    cascade rejects them together (then a benign answer keeps them, as the cleared-document test shows)."""
+    reviewer = TableReviewer(lambda text: ATTACK if "lemons" in text and "French" in text else BENIGN)
+    vault = opened(reviewer)
+    for tier, key, content in (("AGENT", "", WEAK + "\n"), ("daily", "2026-12-01", "Buy lemons for the picnic.\n")):
+        vault.retain(RetainRequest(workspace_id=WS, agent_id="a1", tier=tier, key=key, content=content, mode="append"))
+    result = vault.recall(RecallRequest(workspace_id=WS, agent_id="a1", query="French lemons"))
+    assert sorted(h.snippet for h in result.hits) == sorted([WEAK, "Buy lemons for the picnic."])
+    assert result.quarantined == []
+    assert [text for text, _ in reviewer.asked] == [WEAK + "\n"]  # the recall asked nothing

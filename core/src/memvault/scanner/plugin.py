@@ -216,9 +216,14 @@ class BuiltinScanner:
         self.semantic = SemanticCheck(embedder)
         self._scan = self._cascade
 
-    def _cascade(self, text: str) -> Finding | None:
+    def _cascade(self, text: str, together: bool = False) -> Finding | None:
         """The rules and the classifiers, then (for what they do not reject) the check by meaning, one verdict;
-        then the reviewer, when there is one and its answer can change that verdict."""
+        then the reviewer, when there is one and its answer can change that verdict.
+
+        ``together``: ``text`` is a recall's hits read together. Each of their documents was judged alone,
+        with the reviewer, so the reviewer is asked only to overturn the cascade's rejection of the whole (a
+        document it stored must not be withheld from a recall on the cascade's word), never to add evidence:
+        a recall would ask the model about nearly every new set of hits, and about each subset it tests."""
         extra = [hit for classify in self.classifiers for hit in classify(text)] if self.classifiers else []
         words: set[str] = set()
         finding, hits = scan_hits(text, self.policy, extra, words)
@@ -237,6 +242,8 @@ class BuiltinScanner:
             by_rules=finding is not None and _rules_reject((*hits, *finding.hits), self.policy),
             read_by_model=read,
         )
+        if together and finding is None:
+            return None
         return self._reviewed(text, draft) if self.review.asks(draft) else finding
 
     def _reviewed(self, text: str, draft: Draft) -> Finding | None:
@@ -573,7 +580,7 @@ class BuiltinScanner:
             if digest in self._joint_cache:
                 self._joint_cache.move_to_end(digest)
                 return self._joint_cache[digest]
-        finding = self._scan(text)
+        finding = self._cascade(text, together=True) if self._scan == self._cascade else self._scan(text)
         if not self._cacheable():
             return finding
         with self._lock:
