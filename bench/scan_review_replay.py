@@ -9,12 +9,16 @@ No language model runs on this machine, so the endpoint's part is played offline
             ``FOLDER/requests_<part>.txt`` (and the system message to ``FOLDER/system.txt``); the key (which
             request is which, and the builtin's draft on it) goes to ``--key``, which whoever answers must
             not read.
+``ask``     sends the requests of ``--key`` to a real endpoint instead (``--url``, ``--model``, as ``[scan.review]``
+            names them; ``--api-key-env``), the plugin's way (the same body, timeout and parsing), and writes
+            its answers as ``FOLDER/answers_0.jsonl``, with each request's seconds, for ``score``.
 ``score``   reads ``FOLDER/answers_<part>.jsonl`` (``{"n": N, "content": "<the model's answer>"}`` a line),
             parses every answer with ``memvault_scan_review.parse_answer`` and applies the scanner's decision
             (``memvault.scanner.review.ReviewPolicy``) for every scope and ``may_clear``: attacks and benign
             texts of the set rejected, LoCoMo writes rejected, per cascade.
 
     python bench/scan_review_replay.py render --folder /tmp/replay --key /root/key.json
+    python bench/scan_review_replay.py ask --folder /tmp/replay --key /root/key.json --url URL --model NAME
     python bench/scan_review_replay.py score --folder /tmp/replay --key /root/key.json [--out FILE]
 
 The builtin runs with its check by meaning (memvault-embed-minilm), as the default scanner does; the multilingual
@@ -157,11 +161,14 @@ def score(args: argparse.Namespace) -> None:
 
     rows = json.loads(args.key.read_text(encoding="utf-8"))
     contents: dict[int, str] = {}
+    seconds: list[float] = []
     for path in sorted(args.folder.glob("answers_*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 answer = json.loads(line)
                 contents[int(answer["n"])] = answer["content"]
+                if "seconds" in answer:  # answered by ``ask``, from a real endpoint
+                    seconds.append(float(answer["seconds"]))
     answers: dict[int, Review | None] = {}
     for row in rows:
         parsed = parse_answer(contents.get(row["n"], ""), row["rid"])
@@ -175,6 +182,12 @@ def score(args: argparse.Namespace) -> None:
         f"{len(rows)} requests, {len(rows) - unanswered} answers read ({unanswered} unreadable or missing); "
         f"{len(attacks)} attacks and {len(benign)} benign texts of {args.data.name}, {len(locomo)} LoCoMo writes.",
     ]
+    if seconds:
+        ordered = sorted(seconds)
+        lines.append(
+            f"The endpoint took {ordered[len(ordered) // 2]:.2f} s a request at the median, "
+            f"{ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]:.2f} s at p90."
+        )
     for name in sorted({name for r in rows for name in r["drafts"]}):
         lines += [
             "",
@@ -200,9 +213,46 @@ def score(args: argparse.Namespace) -> None:
         Path(args.out).write_text(report + "\n", encoding="utf-8")
 
 
+def ask(args: argparse.Namespace) -> None:
+    """Each request of the key, sent to a real endpoint as the plugin sends it; answers and seconds written."""
+    import os
+    import statistics
+    import time
+
+    from memvault_scan_review import ChatReviewer
+    from memvault_scan_review.prompt import render
+
+    rows = json.loads(args.key.read_text(encoding="utf-8"))
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    reviewer = ChatReviewer(
+        args.url, args.model, api_key=api_key, timeout=args.timeout, json_mode=not args.no_json_mode
+    )
+    args.folder.mkdir(parents=True, exist_ok=True)
+    seconds: list[float] = []
+    with (args.folder / "answers_0.jsonl").open("w", encoding="utf-8") as out:
+        for done, row in enumerate(sorted(rows, key=lambda r: r["n"]), 1):
+            body: dict[str, Any] = {"model": args.model, "messages": render(row["text"], row["rid"]), "temperature": 0}
+            body["max_tokens"] = 200
+            if not args.no_json_mode:
+                body["response_format"] = {"type": "json_object"}
+            started = time.perf_counter()
+            try:
+                content = reviewer._post(body)
+            except Exception as exc:  # noqa: BLE001 - recorded as no answer
+                content = ("error", f"{type(exc).__name__}: {exc}")
+            took = time.perf_counter() - started
+            seconds.append(took)
+            answer = content if isinstance(content, str) else f"(no answer: {content[1]})"
+            out.write(json.dumps({"n": row["n"], "content": answer, "seconds": round(took, 3)}) + "\n")
+            out.flush()
+            if done % 20 == 0 or done == len(rows):
+                print(f"{done}/{len(rows)} asked, median {statistics.median(seconds):.2f} s a request", flush=True)
+    reviewer.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["render", "score"])
+    parser.add_argument("step", choices=["render", "ask", "score"])
     parser.add_argument("--folder", type=Path, required=True, help="requests and answers")
     parser.add_argument("--key", type=Path, required=True, help="the key (keep it away from whoever answers)")
     parser.add_argument("--data", type=Path, default=DATA, help="the held-out set (default: %(default)s)")
@@ -210,8 +260,13 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=2, help="request files (one per answerer)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", default="", help="also write the report here (score)")
+    parser.add_argument("--url", default="", help="the endpoint's base URL (ask)")
+    parser.add_argument("--model", default="", help="the model it serves (ask)")
+    parser.add_argument("--api-key-env", default="", help="the variable holding its key (ask)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take (ask)")
+    parser.add_argument("--no-json-mode", action="store_true", help="do not ask for response_format (ask)")
     args = parser.parse_args()
-    render_requests(args) if args.step == "render" else score(args)
+    {"render": render_requests, "ask": ask, "score": score}[args.step](args)
 
 
 if __name__ == "__main__":
