@@ -23,7 +23,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+import memvault
+from memvault import ContentRejected, ReadRequest, RetainRequest
+
 _REQUEST = re.compile(r"\ARequest id: (?P<id>[0-9a-f]{16})\nText to review, as one JSON string:\n(?P<text>.*)\Z", re.S)
+
+
+def outcome(vault: memvault.Vault, text: str, agent: str, workspace: str = "ws-par") -> str:
+    """Retain ``text`` (replace) as ``agent``: the pattern it is rejected with, or the document read back."""
+    try:
+        vault.retain(RetainRequest(workspace_id=workspace, agent_id=agent, tier="AGENT", content=text, mode="replace"))
+    except ContentRejected as exc:
+        return exc.pattern
+    return vault.read(ReadRequest(workspace_id=workspace, agent_id=agent, tier="AGENT")).content
 
 
 def attack_if(*words: str) -> Callable[[str], tuple[str, str | None]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import Endpoint, attack_if
+from conftest import Endpoint, attack_if, outcome
 
 import memvault
 from memvault import ContentRejected, ReadRequest, RetainRequest
@@ -34,22 +34,14 @@ def _review_table(endpoint: Endpoint) -> dict[str, Any]:
     return {"review": {"url": endpoint.url, "model": "stand-in", "timeout": 5}}
 
 
-def _outcome(vault: memvault.Vault, text: str, agent: str) -> str:
-    try:
-        vault.retain(RetainRequest(workspace_id="ws-par", agent_id=agent, tier="AGENT", content=text, mode="replace"))
-    except ContentRejected as exc:
-        return exc.pattern
-    return vault.read(ReadRequest(workspace_id="ws-par", agent_id=agent, tier="AGENT")).content
-
-
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_every_provider_gets_the_reviewers_verdict(provider: str, endpoint: Endpoint, tmp_path: Path) -> None:
     endpoint.judge = attack_if("French")
     info = get_registry().get(provider)
     settings = dict(info.scratch(tmp_path)) if info.scratch is not None else {}
     with memvault.open(provider, scanner="reviewed", scan=_review_table(endpoint), embedder="off", **settings) as vault:
-        assert _outcome(vault, WEAK, "a1") == "review:instruction_override"
-        assert _outcome(vault, BENIGN_WEAK, "a2") == BENIGN_WEAK
+        assert outcome(vault, WEAK, "a1") == "review:instruction_override"
+        assert outcome(vault, BENIGN_WEAK, "a2") == BENIGN_WEAK
         assert [r.pattern for r in vault.quarantine_list("ws-par")] == ["review:instruction_override"]
 
 
@@ -135,8 +127,8 @@ def served(endpoint: Endpoint) -> Iterator[str]:
 def test_a_service_gets_the_same_verdict_as_a_vault_in_process(served: str, endpoint: Endpoint) -> None:
     endpoint.judge = attack_if("French")
     with memvault.open("http-remote", url=served) as client:
-        assert _outcome(client, WEAK, "a1") == "review:instruction_override"
-        assert _outcome(client, BENIGN_WEAK, "a2") == BENIGN_WEAK
+        assert outcome(client, WEAK, "a1") == "review:instruction_override"
+        assert outcome(client, BENIGN_WEAK, "a2") == BENIGN_WEAK
     assert endpoint.texts == [WEAK, BENIGN_WEAK]  # the service asked; the client has no scanner of its own
     metrics = httpx.get(f"{served}/metrics", timeout=10).text
     assert 'memvault_scanner_reviews_total{outcome="asked"} 2.0' in metrics

@@ -53,7 +53,7 @@ Scope = Literal["suspicious", "all"]
 MayClear = Literal["none", "meaning", "all"]
 Unanswered = Literal["store", "refuse"]
 _SCOPES: Final = ("suspicious", "all")
-_MAY_CLEAR: Final = ("none", "meaning", "all")
+_MAY_CLEAR: Final = ("meaning", "none", "all")  # the default first
 _UNANSWERED: Final = ("store", "refuse")
 
 
@@ -153,30 +153,43 @@ class ReviewPolicy:
 
         :raises InvalidRequest: naming the key, for a value that is not one of the allowed ones.
         """
-        scope = table.get("scope", "suspicious")
-        if scope not in _SCOPES:
-            raise InvalidRequest(
-                f"[{where}] scope = {scope!r} is not one of {', '.join(map(repr, _SCOPES))}: 'suspicious' asks "
-                "the reviewer about the texts the rules and the check by meaning found something in, 'all' "
-                "about every text",
-                field=f"{where}.scope",
-            )
-        may_clear = table.get("may_clear", "meaning")
-        if may_clear not in _MAY_CLEAR:
-            raise InvalidRequest(
-                f"[{where}] may_clear = {may_clear!r} is not one of {', '.join(map(repr, _MAY_CLEAR))}: which "
-                "rejections a benign answer overturns: none, those resting on the check by meaning, or all "
-                "(a rule's too)",
-                field=f"{where}.may_clear",
-            )
-        unanswered = table.get("unanswered", "store")
-        if unanswered not in _UNANSWERED:
-            raise InvalidRequest(
-                f"[{where}] unanswered = {unanswered!r} is not one of {', '.join(map(repr, _UNANSWERED))}: what a "
-                "write the reviewer gave no answer on gets: stored on the cascade's verdict, or refused (retry later)",
-                field=f"{where}.unanswered",
-            )
+        scope = _choice(
+            table,
+            where,
+            "scope",
+            _SCOPES,
+            "'suspicious' asks the reviewer about the texts the rules and the check by meaning found something "
+            "in, 'all' about every text",
+        )
+        may_clear = _choice(
+            table,
+            where,
+            "may_clear",
+            _MAY_CLEAR,
+            "which rejections a benign answer overturns: none, those resting on a model's evidence (the check "
+            "by meaning, a classifier), or all (a rule's too)",
+        )
+        unanswered = _choice(
+            table,
+            where,
+            "unanswered",
+            _UNANSWERED,
+            "what a write the reviewer gave no answer on gets: stored on the cascade's verdict, or refused "
+            "(retry later)",
+        )
         return cls(scope=scope, may_clear=may_clear, unanswered=unanswered)
+
+
+def _choice(table: Mapping[str, Any], where: str, key: str, allowed: tuple[str, ...], meaning: str) -> Any:
+    """``table[key]`` (default: the first of ``allowed``), one of ``allowed``, or ``InvalidRequest`` saying what
+    the key means."""
+    value = table.get(key, allowed[0])
+    if value not in allowed:
+        raise InvalidRequest(
+            f"[{where}] {key} = {value!r} is not one of {', '.join(map(repr, allowed))}: {meaning}",
+            field=f"{where}.{key}",
+        )
+    return value
 
 
 def review_hit(review: Review, reviewer: str) -> Hit:
