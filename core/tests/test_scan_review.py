@@ -106,6 +106,7 @@ def test_an_attack_answer_on_a_text_the_cascade_stores_rejects_it_with_a_quarant
     assert error.pattern in REVIEW_PATTERN_IDS
     assert "the reviewer 'table' reads an attack: tells the model" in str(error)
     assert "from_now_on" in str(error)  # the rule that fired below threshold is listed beside it
+    assert error.span == (0, len(WEAK))  # the reviewer read the whole text
     assert error.kept is True
     assert [r.pattern for r in vault.quarantine_list(WS)] == ["review:instruction_override"]
     assert _read(vault).content == ""

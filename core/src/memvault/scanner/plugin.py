@@ -280,7 +280,7 @@ class BuiltinScanner:
                     body_sha256(text),
                 )
         elif answer.attack:
-            verdict = decide([*draft.hits, review_hit(answer, reviewer.name)], self.policy)
+            verdict = decide([*draft.hits, review_hit(answer, reviewer.name, len(text))], self.policy)
             outcome = "rejected" if verdict is not None else "confirmed"
         else:
             outcome, verdict = "confirmed", None

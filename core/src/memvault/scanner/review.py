@@ -192,8 +192,9 @@ def _choice(table: Mapping[str, Any], where: str, key: str, allowed: tuple[str, 
     return value
 
 
-def review_hit(review: Review, reviewer: str) -> Hit:
-    """The evidence an *attack* answer adds: weight 1.0 in its category, pattern ``review:<category>``."""
+def review_hit(review: Review, reviewer: str, length: int = 0) -> Hit:
+    """The evidence an *attack* answer adds: weight 1.0 in its category, pattern ``review:<category>``, over
+    the whole text the reviewer read (``length`` characters)."""
     if not review.attack or review.category is None:
         raise ValueError("review_hit takes an answer that finds an attack")
     # The model's words reach an error message, a log line and a terminal: printable characters only.
@@ -203,6 +204,6 @@ def review_hit(review: Review, reviewer: str) -> Hit:
         pattern=PATTERN_PREFIX + review.category,
         form="review",
         excerpt=f"the reviewer {reviewer!r} reads an attack" + (f": {reason}" if reason else ""),
-        span=(0, 0),
+        span=(0, length),
         weight=1.0,
     )
