@@ -14,7 +14,6 @@ answer, never as a verdict.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import unicodedata
 from typing import Final
@@ -90,9 +89,6 @@ def _hidden(ch: str) -> bool:
     return any(low <= code <= high for low, high in _IGNORABLE)
 
 
-_ID: Final = re.compile(r"[0-9a-f]{16}")
-
-
 def request_id() -> str:
     """A fresh id for one request: 16 hex characters from the system's random source."""
     return secrets.token_hex(8)
@@ -136,26 +132,53 @@ class Answer:
     reason: str
 
 
-_OBJECT: Final = re.compile(r"\{.*\}", re.DOTALL)
+#: The most of an answer read for JSON objects (an answer is a few hundred characters; ``max_tokens`` is 200).
+MAX_ANSWER_CHARS: Final = 20_000
+_DECODER: Final = json.JSONDecoder()
+
+
+def _objects(content: str) -> list[dict[str, object]]:
+    """Every JSON object in ``content`` (its first :data:`MAX_ANSWER_CHARS` characters), outermost first,
+    whatever surrounds them (words, a fenced block, a reasoning model's thoughts)."""
+    found: list[dict[str, object]] = []
+    text = content[:MAX_ANSWER_CHARS]
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = _DECODER.raw_decode(text, position)
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        position = text.find("{", end)
+    return found
 
 
 def parse_answer(content: str, rid: str) -> Answer | str:
     """The model's answer to request ``rid``, or why it is no answer (a string).
 
-    Accepted: one JSON object (alone, or in a fenced block, or after words) with ``id`` equal to
+    Accepted: a JSON object (alone, in a fenced block, after words or thoughts) with ``id`` equal to
     ``rid``, ``verdict`` "attack" or "benign", and for an attack a ``category`` of :data:`CATEGORIES`.
+    Objects for another id are ignored (a text cannot carry an answer to a request it never saw); two
+    objects for this request that disagree are no answer.
     """
-    found = _OBJECT.search(content)
-    if found is None:
-        return "the answer holds no JSON object"
-    try:
-        answer = json.loads(found.group(0))
-    except ValueError:
-        return "the answer's JSON object does not parse"
-    if not isinstance(answer, dict):
-        return "the answer is not a JSON object"
-    if answer.get("id") != rid:
-        return f"the answer's id {str(answer.get('id'))[:40]!r} is not the request's"
+    objects = _objects(content)
+    if not objects:
+        return "the answer holds no JSON object" if "{" not in content else "the answer's JSON object does not parse"
+    ours = [o for o in objects if o.get("id") == rid]
+    if not ours:
+        return f"the answer's id {str(objects[-1].get('id'))[:40]!r} is not the request's"
+    answers = [_answer(o) for o in ours]
+    readable = [a for a in answers if isinstance(a, Answer)]
+    if not readable:
+        return str(answers[-1])
+    if len({(a.attack, a.category) for a in readable}) > 1:
+        return "the answer holds two verdicts for this request that disagree"
+    return readable[-1]
+
+
+def _answer(answer: dict[str, object]) -> Answer | str:
     verdict = answer.get("verdict")
     reason = answer.get("reason")
     reason = reason[:200] if isinstance(reason, str) else ""
