@@ -57,6 +57,8 @@ class Endpoint:
         #: "huge" (a 2 MB body), "not_completion" (JSON that is not a completion).
         self.mode = "judge"
         self.delay = 0.0
+        #: (marker, seconds): a text holding the marker is answered after that many seconds.
+        self.slow_if: tuple[str, float] | None = None
         self.requests: list[tuple[dict[str, Any], dict[str, str]]] = []
         self.texts: list[str] = []
         self.in_flight = 0
@@ -107,6 +109,8 @@ class Endpoint:
             return StreamingResponse(drip(), media_type="application/json")
         if self.mode == "slow" or self.delay:
             await asyncio.sleep(self.delay)
+        if self.slow_if is not None and self.slow_if[0] in text:
+            await asyncio.sleep(self.slow_if[1])
         verdict, category = self.judge(text)
         answer = {"id": rid, "verdict": verdict, "category": category, "reason": f"judged {verdict}"}
         content = json.dumps(answer)

@@ -4,6 +4,7 @@ of the answer, and every way an endpoint fails to answer."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -237,6 +238,50 @@ def test_requests_beyond_max_concurrent_wait_for_a_slot_then_give_up(tmp_path: P
         assert stats["busy"] >= 1
         for i in range(3):
             assert _read(vault, f"u{i}").content == f"{WEAK} [{i}]"  # no answer: the builtin stored them
+
+
+@pytest.mark.parametrize(("per_workspace", "fair"), [(None, True), (2, False)])
+def test_one_workspaces_flood_leaves_slots_for_the_others(
+    tmp_path: Path, endpoint: Endpoint, per_workspace: int | None, fair: bool
+) -> None:
+    """Four writes of workspace "flood" hold the model 2.5 s each; a write of workspace "quiet" arriving
+    meanwhile is judged at once when each workspace gets at most half the slots (the default), and waits
+    for one of the flood's to end when a workspace may take them all."""
+    endpoint.judge = attack_if("French")
+    endpoint.slow_if = ("(flood", 2.5)
+    extra = {} if per_workspace is None else {"max_per_workspace": per_workspace}
+    with _open(tmp_path, endpoint, max_concurrent=2, timeout=6, **extra) as vault:
+
+        def flood(i: int) -> None:
+            with contextlib.suppress(ContentRejected):
+                vault.retain(
+                    RetainRequest(
+                        workspace_id="flood",
+                        agent_id=f"f{i}",
+                        tier="AGENT",
+                        content=f"{WEAK} (flood {i})",
+                        mode="replace",
+                    )
+                )
+
+        threads = [threading.Thread(target=flood, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 5
+        while endpoint.in_flight == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.2)  # the flood holds what it may
+        started = time.monotonic()
+        with pytest.raises(ContentRejected):
+            vault.retain(RetainRequest(workspace_id="quiet", agent_id="q", tier="AGENT", content=WEAK, mode="replace"))
+        waited = time.monotonic() - started
+        for thread in threads:
+            thread.join(30)
+    if fair:
+        assert waited < 1.5, waited
+    else:
+        assert waited > 1.5, waited
 
 
 def test_a_long_text_goes_in_overlapping_parts_and_an_attack_in_any_part_rejects(

@@ -90,7 +90,7 @@ from memvault.scanner.engine import (
     tail_start,
 )
 from memvault.scanner.quarantine import blocked_placeholder
-from memvault.scanner.review import Draft, Review, Reviewer, ReviewPolicy, review_hit
+from memvault.scanner.review import Draft, Review, Reviewer, ReviewPolicy, review_hit, reviewing_for
 
 __all__ = ["CACHE_SIZE", "JOINT_CACHE_SIZE", "BuiltinScanner", "builtin_scanner"]
 
@@ -409,6 +409,10 @@ class BuiltinScanner:
 
     @hookimpl(wrapper=True)
     def memvault_retain(self, request: RetainRequest) -> Generator[None, RetainResult, RetainResult]:
+        with reviewing_for(request.workspace_id):  # the reviewer may share its slots by workspace
+            return (yield from self._wrapped_retain(request))
+
+    def _wrapped_retain(self, request: RetainRequest) -> Generator[None, RetainResult, RetainResult]:
         if _over_cap(request):
             # Content that alone is over its tier's cap cannot be stored by any provider (P9: it raises
             # CapExceeded, naming the stored size, before writing): scanning it would only let one
@@ -535,6 +539,10 @@ class BuiltinScanner:
 
     @hookimpl(wrapper=True)
     def memvault_read(self, request: ReadRequest) -> Generator[None, ReadResult, ReadResult]:
+        with reviewing_for(request.workspace_id):  # the reviewer may share its slots by workspace
+            return (yield from self._wrapped_read(request))
+
+    def _wrapped_read(self, request: ReadRequest) -> Generator[None, ReadResult, ReadResult]:
         result = yield
         if not isinstance(result, ReadResult) or result.quarantine is not None or not result.content:
             return result
@@ -546,6 +554,10 @@ class BuiltinScanner:
 
     @hookimpl(wrapper=True)
     def memvault_recall(self, request: RecallRequest) -> Generator[None, RecallResult, RecallResult]:
+        with reviewing_for(request.workspace_id):  # the reviewer may share its slots by workspace
+            return (yield from self._wrapped_recall(request))
+
+    def _wrapped_recall(self, request: RecallRequest) -> Generator[None, RecallResult, RecallResult]:
         result = yield
         if not isinstance(result, RecallResult) or not result.hits:
             return result

@@ -26,7 +26,9 @@ May import: :mod:`memvault.contract` and :mod:`memvault.scanner.engine`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from attrs import frozen
@@ -41,7 +43,9 @@ __all__ = [
     "Review",
     "ReviewPolicy",
     "Reviewer",
+    "current_workspace",
     "review_hit",
+    "reviewing_for",
 ]
 
 #: The pattern id of a reviewer's evidence is this prefix and the category.
@@ -55,6 +59,26 @@ Unanswered = Literal["store", "refuse"]
 _SCOPES: Final = ("suspicious", "all")
 _MAY_CLEAR: Final = ("meaning", "none", "all")  # the default first
 _UNANSWERED: Final = ("store", "refuse")
+
+
+_WORKSPACE: Final[contextvars.ContextVar[str]] = contextvars.ContextVar("memvault_review_workspace", default="")
+
+
+def current_workspace() -> str:
+    """The workspace of the request whose text the reviewer is asked about (``""`` when unknown, such as a
+    text judged outside a verb): a reviewer may share its capacity by it, so that one workspace's flood of
+    writes does not hold every slot."""
+    return _WORKSPACE.get()
+
+
+@contextlib.contextmanager
+def reviewing_for(workspace: str) -> Iterator[None]:
+    """The builtin scanner's verbs run inside this: :func:`current_workspace` says ``workspace``."""
+    token = _WORKSPACE.set(workspace)
+    try:
+        yield
+    finally:
+        _WORKSPACE.reset(token)
 
 
 @frozen(kw_only=True)

@@ -56,6 +56,7 @@ KEYS: Final = (
     "api_key_env",
     "timeout",
     "max_concurrent",
+    "max_per_workspace",
     "max_chars",
     "max_parts",
     "json_mode",
@@ -149,6 +150,9 @@ def chat_reviewer(table: Mapping[str, Any]) -> ChatReviewer:
         api_key=api_key,
         timeout=_number(table, "timeout", 10.0, 0.0, 600.0),
         max_concurrent=int(_number(table, "max_concurrent", 4, 1, 256, integer=True)),
+        max_per_workspace=(
+            int(_number(table, "max_per_workspace", 1, 1, 256, integer=True)) if "max_per_workspace" in table else None
+        ),
         max_chars=int(_number(table, "max_chars", 8000, 500, 1_000_000, integer=True)),
         max_parts=int(_number(table, "max_parts", 4, 1, 64, integer=True)),
         json_mode=json_mode,

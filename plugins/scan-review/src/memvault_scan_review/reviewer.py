@@ -24,7 +24,7 @@ import httpx
 
 from memvault.contract.errors import UpstreamError
 from memvault.contract.forking import after_fork_in_child
-from memvault.scanner.review import Draft, Review
+from memvault.scanner.review import Draft, Review, current_workspace
 from memvault_scan_review.prompt import parse_answer, render, request_id
 
 __all__ = ["MAX_RESPONSE_BYTES", "OVERLAP", "ChatReviewer", "parts"]
@@ -70,6 +70,9 @@ class ChatReviewer:
     :param api_key: sent as ``Authorization: Bearer ...`` (``None``: no header).
     :param timeout: seconds for one request, and for a free slot.
     :param max_concurrent: requests in flight at once (more wait for a slot, up to ``timeout``).
+    :param max_per_workspace: of those, the most for texts of one workspace
+        (:func:`memvault.scanner.review.current_workspace`), so that one workspace's flood of suspicious
+        writes leaves slots for the others (default: half of ``max_concurrent``, at least 1).
     :param max_chars: the longest part of a text sent in one request.
     :param max_parts: the most parts of one text; a longer text gets no answer.
     :param json_mode: ask for a JSON object (``response_format``); turn off for an endpoint that refuses it.
@@ -86,6 +89,7 @@ class ChatReviewer:
         api_key: str | None = None,
         timeout: float = 10.0,
         max_concurrent: int = 4,
+        max_per_workspace: int | None = None,
         max_chars: int = 8000,
         max_parts: int = 4,
         json_mode: bool = True,
@@ -95,6 +99,7 @@ class ChatReviewer:
         self.model = model
         self.timeout = timeout
         self.max_concurrent = max_concurrent
+        self.max_per_workspace = max_per_workspace if max_per_workspace is not None else max(1, max_concurrent // 2)
         self.max_chars = max_chars
         self.max_parts = max_parts
         self.json_mode = json_mode
@@ -110,6 +115,9 @@ class ChatReviewer:
 
     def _new_client(self) -> None:
         self._slots = threading.BoundedSemaphore(self.max_concurrent)
+        #: Requests in flight per workspace (none listed: none in flight), under ``_turns``.
+        self._in_flight: dict[str, int] = {}
+        self._turns = threading.Condition()
         self._client = httpx.Client(
             base_url=self.url + "/",
             timeout=self.timeout,
@@ -182,7 +190,42 @@ class ChatReviewer:
         return Review(attack=False, reason=reasons[0] if reasons else "") if answered else None
 
     def _ask(self, text: str) -> Review | None:
-        if not self._slots.acquire(timeout=self.timeout):
+        workspace = current_workspace()
+        deadline = time.monotonic() + self.timeout
+        if not self._enter(workspace, deadline):
+            self._no_answer(
+                "busy",
+                f"workspace {workspace!r} already has max_per_workspace = {self.max_per_workspace} requests in "
+                f"flight, and none ended within {self.timeout} s",
+            )
+            return None
+        try:
+            return self._ask_in_slot(text, deadline)
+        finally:
+            self._leave(workspace)
+
+    def _enter(self, workspace: str, deadline: float) -> bool:
+        """Take one of ``workspace``'s turns (at most :attr:`max_per_workspace` at once) before ``deadline``."""
+        with self._turns:
+            while self._in_flight.get(workspace, 0) >= self.max_per_workspace:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._turns.wait(remaining)
+            self._in_flight[workspace] = self._in_flight.get(workspace, 0) + 1
+            return True
+
+    def _leave(self, workspace: str) -> None:
+        with self._turns:
+            left = self._in_flight[workspace] - 1
+            if left:
+                self._in_flight[workspace] = left
+            else:
+                del self._in_flight[workspace]
+            self._turns.notify_all()
+
+    def _ask_in_slot(self, text: str, deadline: float) -> Review | None:
+        if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
             self._no_answer("busy", f"no slot of max_concurrent = {self.max_concurrent} came free in {self.timeout} s")
             return None
         try:
