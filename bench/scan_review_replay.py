@@ -220,7 +220,6 @@ def ask(args: argparse.Namespace) -> None:
     import time
 
     from memvault_scan_review import ChatReviewer
-    from memvault_scan_review.prompt import render
 
     rows = json.loads(args.key.read_text(encoding="utf-8"))
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
@@ -231,10 +230,7 @@ def ask(args: argparse.Namespace) -> None:
     seconds: list[float] = []
     with (args.folder / "answers_0.jsonl").open("w", encoding="utf-8") as out:
         for done, row in enumerate(sorted(rows, key=lambda r: r["n"]), 1):
-            body: dict[str, Any] = {"model": args.model, "messages": render(row["text"], row["rid"]), "temperature": 0}
-            body["max_tokens"] = 200
-            if not args.no_json_mode:
-                body["response_format"] = {"type": "json_object"}
+            body = reviewer.request_body(row["text"], row["rid"])
             started = time.perf_counter()
             try:
                 content = reviewer._post(body)

@@ -137,6 +137,14 @@ class ChatReviewer:
         """Close the connection pool (idempotent)."""
         self._client.close()
 
+    def request_body(self, text: str, rid: str) -> dict[str, Any]:
+        """The chat completions request about ``text`` under request id ``rid``: the rendered messages,
+        ``temperature`` 0, at most 200 tokens, and (``json_mode``) a JSON object asked for."""
+        body: dict[str, Any] = {"model": self.model, "messages": render(text, rid), "temperature": 0, "max_tokens": 200}
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
     def probe(self) -> str:
         """Ask the model about one everyday text (for ``memvault doctor``): what it answered and how fast.
 
@@ -144,14 +152,7 @@ class ChatReviewer:
         """
         started = time.monotonic()
         rid = request_id()
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": render(_PROBE, rid),
-            "temperature": 0,
-            "max_tokens": 200,
-        }
-        if self.json_mode:
-            body["response_format"] = {"type": "json_object"}
+        body = self.request_body(_PROBE, rid)
         where = f"{self.url} (model {self.model!r})"
         try:
             content = self._post(body)
@@ -230,14 +231,7 @@ class ChatReviewer:
             return None
         try:
             rid = request_id()
-            body: dict[str, Any] = {
-                "model": self.model,
-                "messages": render(text, rid),
-                "temperature": 0,
-                "max_tokens": 200,
-            }
-            if self.json_mode:
-                body["response_format"] = {"type": "json_object"}
+            body = self.request_body(text, rid)
             with self._lock:
                 self.stats["requests"] += 1
             try:
