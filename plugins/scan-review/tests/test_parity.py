@@ -67,14 +67,14 @@ def test_unanswered_refuse_writes_nothing_on_every_provider(
 
 
 @contextlib.contextmanager
-def serving(endpoint: Endpoint, extra: str = "") -> Iterator[str]:
+def serving(endpoint: Endpoint, extra: str = "", tables: str = "") -> Iterator[str]:
     """`memvault serve` on the memory provider with the reviewed scanner, asking ``endpoint`` (``extra``: more
-    lines of its ``[scan.review]``)."""
+    lines of its ``[scan.review]``; ``tables``: more tables, such as ``[[server.tokens]]``)."""
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "memvault.toml"
         config.write_text(
             'provider = "memory"\nscanner = "reviewed"\n[embed]\nembedder = "off"\n[server]\nport = 0\n'
-            f'[scan.review]\nurl = {json.dumps(endpoint.url)}\nmodel = "stand-in"\ntimeout = 5\n{extra}',
+            f'[scan.review]\nurl = {json.dumps(endpoint.url)}\nmodel = "stand-in"\ntimeout = 5\n{extra}{tables}',
             encoding="utf-8",
         )
         env = {k: v for k, v in os.environ.items() if k not in ("MEMVAULT_CONFIG", "MEMVAULT_PROVIDER")}
@@ -151,3 +151,67 @@ def test_a_service_refusing_unjudged_writes_tells_its_client(endpoint: Endpoint)
             )
         assert not isinstance(caught.value, ContentRejected)
         assert client.read(ReadRequest(workspace_id="ws-par", agent_id="a1", tier="AGENT")).content == ""
+
+
+FLOODER = "flooder-token-0123456789abcdef"
+QUIET = "quiet-token-0123456789abcdef"
+
+
+def _tokens() -> str:
+    from memvault_http_remote.settings import hash_token
+
+    return (
+        f'[[server.tokens]]\nname = "flooder"\nsha256 = "{hash_token(FLOODER)}"\nworkspaces = ["flood-*"]\n'
+        f'[[server.tokens]]\nname = "quiet"\nsha256 = "{hash_token(QUIET)}"\nworkspaces = ["quiet"]\n'
+    )
+
+
+@pytest.mark.parametrize(("per_caller", "fair"), [(None, True), (2, False)])
+def test_one_tokens_flood_over_many_workspaces_leaves_slots_for_other_tokens(
+    endpoint: Endpoint, per_caller: int | None, fair: bool
+) -> None:
+    """One token writes to two workspaces at once, each write holding the model 2.5 s: its workspaces' shares
+    add up to every slot, but a token gets at most half of them (the default), so another token's write is
+    judged at once; when one caller may take every slot, that write waits for one of the flood's to end."""
+    endpoint.judge = attack_if("French")
+    endpoint.slow_if = ("(flood", 2.5)
+    extra = "max_concurrent = 2\n" + ("" if per_caller is None else f"max_per_caller = {per_caller}\n")
+    # A client of its own for each of the flood's writes: one client would coalesce them into a batch, which
+    # the service judges one item after the other.
+    with serving(endpoint, extra, _tokens()) as url, contextlib.ExitStack() as clients:
+        flooders = [
+            clients.enter_context(memvault.open("http-remote", url=url, token=FLOODER, retry_deadline=0.5))
+            for _ in range(2)
+        ]
+        quiet = clients.enter_context(memvault.open("http-remote", url=url, token=QUIET, retry_deadline=0.5))
+
+        def flood(i: int) -> None:
+            with contextlib.suppress(ContentRejected):
+                flooders[i].retain(
+                    RetainRequest(
+                        workspace_id=f"flood-{i}",
+                        agent_id=f"f{i}",
+                        tier="AGENT",
+                        content=f"{WEAK} (flood {i})",
+                        mode="replace",
+                    )
+                )
+
+        threads = [threading.Thread(target=flood, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while endpoint.in_flight < (1 if fair else 2):  # the flood holds what it may
+            assert time.monotonic() < deadline, endpoint.texts
+            time.sleep(0.01)
+        time.sleep(0.3)  # and its other write waits, if it must
+        started = time.monotonic()
+        with pytest.raises(ContentRejected):
+            quiet.retain(RetainRequest(workspace_id="quiet", agent_id="q", tier="AGENT", content=WEAK, mode="replace"))
+        waited = time.monotonic() - started
+        for thread in threads:
+            thread.join(30)
+    if fair:
+        assert waited < 1.5, waited
+    else:
+        assert waited > 1.5, waited

@@ -22,6 +22,7 @@ from conftest import Endpoint, attack_if
 import memvault
 from memvault import ContentRejected, ReadRequest, RetainRequest
 from memvault.registry import get_registry
+from memvault.scanner.review import calling_as
 from memvault_scan_review import SYSTEM, ChatReviewer, ReviewedScanner, parse_answer, parts, render
 from memvault_scan_review.prompt import request_id
 
@@ -282,6 +283,37 @@ def test_one_workspaces_flood_leaves_slots_for_the_others(
         assert waited < 1.5, waited
     else:
         assert waited > 1.5, waited
+
+
+@pytest.mark.parametrize("caller", ["", "token:0123456789abcdef"])
+def test_a_caller_gets_half_the_slots_and_an_application_in_process_all(
+    tmp_path: Path, endpoint: Endpoint, caller: str
+) -> None:
+    """Two writes to two workspaces at once: a server's caller (memvault.scanner.review.current_caller) gets
+    one of the two slots at a time; a vault in process has no caller, and its writes take both."""
+    endpoint.judge = attack_if("French")
+    endpoint.slow_if = ("(write", 1.0)
+    with _open(tmp_path, endpoint, max_concurrent=2, timeout=6) as vault:
+
+        def write(i: int) -> None:
+            with calling_as(caller), contextlib.suppress(ContentRejected):
+                vault.retain(
+                    RetainRequest(
+                        workspace_id=f"ws-{i}",
+                        agent_id="a",
+                        tier="AGENT",
+                        content=f"{WEAK} (write {i})",
+                        mode="replace",
+                    )
+                )
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert len(endpoint.texts) == 2
+    assert endpoint.most_in_flight == (2 if caller == "" else 1)
 
 
 def test_a_long_text_goes_in_overlapping_parts_and_an_attack_in_any_part_rejects(

@@ -43,6 +43,8 @@ __all__ = [
     "Review",
     "ReviewPolicy",
     "Reviewer",
+    "calling_as",
+    "current_caller",
     "current_workspace",
     "review_hit",
     "reviewing_for",
@@ -79,6 +81,32 @@ def reviewing_for(workspace: str) -> Iterator[None]:
         yield
     finally:
         _WORKSPACE.reset(token)
+
+
+_CALLER: Final[contextvars.ContextVar[str]] = contextvars.ContextVar("memvault_review_caller", default="")
+
+
+def current_caller() -> str:
+    """Who sent the request whose text the reviewer is asked about, as an opaque key (``""`` when unknown:
+    a vault used in process, where every call is the application's own).
+
+    ``memvault serve`` and ``memvault mcp --transport http`` set it to the caller their gate counts requests
+    by: one token (``token:`` and a digest of it), the peer's address when the server runs without tokens, or
+    ``anonymous``. A token may reach many workspaces, so a reviewer that shares its capacity by workspace
+    alone lets one token holder take every slot by writing to several at once; sharing by caller too stops
+    that. Compare keys for equality only: their form may change.
+    """
+    return _CALLER.get()
+
+
+@contextlib.contextmanager
+def calling_as(caller: str) -> Iterator[None]:
+    """A server runs each provider call inside this: :func:`current_caller` says ``caller``."""
+    token = _CALLER.set(caller)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
 
 
 @frozen(kw_only=True)

@@ -39,6 +39,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault.contract.errors import InvalidRequest, MemvaultError, UpstreamError, UpstreamTimeout
+from memvault.scanner.review import calling_as
 from memvault_http_remote.errorwire import encode_error
 from memvault_http_remote.settings import TokenEntry, TokenStore
 
@@ -401,6 +402,15 @@ class RequestGate:
 # -- provider calls ------------------------------------------------------------------------------
 
 
+def _caller_key(admission: Admission | None) -> str:
+    """Who a provider call runs for, as :func:`memvault.scanner.review.current_caller` tells a reviewer: the
+    gate's key, a token's digest shortened to 16 hex digits (a plugin may log it; it needs only equality)."""
+    if admission is None:
+        return ""
+    kind, _, rest = admission.key.partition(":")
+    return f"token:{rest[:16]}" if kind == "token" else admission.key
+
+
 class ProviderCalls:
     """Synchronous provider calls on worker threads: at most ``max_concurrent`` at once, each under a deadline.
 
@@ -441,7 +451,13 @@ class ProviderCalls:
         admission = self.gate.call_started(scope) if self.gate is not None else None
         started = time.monotonic()
         gave_up: list[str] = []  # why the request stopped waiting for the call, if it did
-        work = asyncio.get_running_loop().create_task(anyio.to_thread.run_sync(func, limiter=self.limiter))
+        caller = _caller_key(admission)
+
+        def call() -> _T:
+            with calling_as(caller):  # a reviewer shares its model by caller (memvault.scanner.review)
+                return func()
+
+        work = asyncio.get_running_loop().create_task(anyio.to_thread.run_sync(call, limiter=self.limiter))
         self.running.add(work)
         work.add_done_callback(lambda done: self._ended(done, admission, scope, started, gave_up, on_return))
         try:

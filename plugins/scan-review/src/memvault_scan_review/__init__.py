@@ -57,6 +57,7 @@ KEYS: Final = (
     "timeout",
     "max_concurrent",
     "max_per_workspace",
+    "max_per_caller",
     "max_chars",
     "max_parts",
     "json_mode",
@@ -152,6 +153,9 @@ def chat_reviewer(table: Mapping[str, Any]) -> ChatReviewer:
         max_concurrent=int(_number(table, "max_concurrent", 4, 1, 256, integer=True)),
         max_per_workspace=(
             int(_number(table, "max_per_workspace", 1, 1, 256, integer=True)) if "max_per_workspace" in table else None
+        ),
+        max_per_caller=(
+            int(_number(table, "max_per_caller", 1, 1, 256, integer=True)) if "max_per_caller" in table else None
         ),
         max_chars=int(_number(table, "max_chars", 8000, 500, 1_000_000, integer=True)),
         max_parts=int(_number(table, "max_parts", 4, 1, 64, integer=True)),

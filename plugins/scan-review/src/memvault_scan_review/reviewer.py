@@ -24,7 +24,7 @@ import httpx
 
 from memvault.contract.errors import UpstreamError
 from memvault.contract.forking import after_fork_in_child
-from memvault.scanner.review import Draft, Review, current_workspace
+from memvault.scanner.review import Draft, Review, current_caller, current_workspace
 from memvault_scan_review.prompt import parse_answer, render, request_id
 
 __all__ = ["MAX_RESPONSE_BYTES", "OVERLAP", "ChatReviewer", "parts"]
@@ -73,6 +73,10 @@ class ChatReviewer:
     :param max_per_workspace: of those, the most for texts of one workspace
         (:func:`memvault.scanner.review.current_workspace`), so that one workspace's flood of suspicious
         writes leaves slots for the others (default: half of ``max_concurrent``, at least 1).
+    :param max_per_caller: of those, the most for one caller of a server
+        (:func:`memvault.scanner.review.current_caller`: a token, or a peer without tokens), so that one
+        token writing to many workspaces at once cannot take every slot either (default: half of
+        ``max_concurrent``, at least 1). A vault used in process has no caller: this bound does not apply.
     :param max_chars: the longest part of a text sent in one request.
     :param max_parts: the most parts of one text; a longer text gets no answer.
     :param json_mode: ask for a JSON object (``response_format``); turn off for an endpoint that refuses it.
@@ -90,6 +94,7 @@ class ChatReviewer:
         timeout: float = 10.0,
         max_concurrent: int = 4,
         max_per_workspace: int | None = None,
+        max_per_caller: int | None = None,
         max_chars: int = 8000,
         max_parts: int = 4,
         json_mode: bool = True,
@@ -100,6 +105,7 @@ class ChatReviewer:
         self.timeout = timeout
         self.max_concurrent = max_concurrent
         self.max_per_workspace = max_per_workspace if max_per_workspace is not None else max(1, max_concurrent // 2)
+        self.max_per_caller = max_per_caller if max_per_caller is not None else max(1, max_concurrent // 2)
         self.max_chars = max_chars
         self.max_parts = max_parts
         self.json_mode = json_mode
@@ -115,8 +121,9 @@ class ChatReviewer:
 
     def _new_client(self) -> None:
         self._slots = threading.BoundedSemaphore(self.max_concurrent)
-        #: Requests in flight per workspace (none listed: none in flight), under ``_turns``.
-        self._in_flight: dict[str, int] = {}
+        #: Requests in flight per ("workspace", name) and per ("caller", key) (none listed: none in flight),
+        #: under ``_turns``.
+        self._in_flight: dict[tuple[str, str], int] = {}
         self._turns = threading.Condition()
         self._client = httpx.Client(
             base_url=self.url + "/",
@@ -191,38 +198,59 @@ class ChatReviewer:
         return Review(attack=False, reason=reasons[0] if reasons else "") if answered else None
 
     def _ask(self, text: str) -> Review | None:
-        workspace = current_workspace()
+        shares = [("workspace", current_workspace())]
+        caller = current_caller()
+        if caller:
+            shares.append(("caller", caller))
         deadline = time.monotonic() + self.timeout
-        if not self._enter(workspace, deadline):
-            self._no_answer(
-                "busy",
-                f"workspace {workspace!r} already has max_per_workspace = {self.max_per_workspace} requests in "
-                f"flight, and none ended within {self.timeout} s",
-            )
+        full = self._enter(shares, deadline)
+        if full is not None:
+            kind, name = full
+            if kind == "workspace":
+                self._no_answer(
+                    "busy",
+                    f"workspace {name!r} already has max_per_workspace = {self.max_per_workspace} requests in "
+                    f"flight, and none ended within {self.timeout} s",
+                )
+            else:
+                self._no_answer(
+                    "busy",
+                    f"this caller (a token, or a peer) already has max_per_caller = {self.max_per_caller} "
+                    f"requests in flight, and none ended within {self.timeout} s",
+                )
             return None
         try:
             return self._ask_in_slot(text, deadline)
         finally:
-            self._leave(workspace)
+            self._leave(shares)
 
-    def _enter(self, workspace: str, deadline: float) -> bool:
-        """Take one of ``workspace``'s turns (at most :attr:`max_per_workspace` at once) before ``deadline``."""
+    def _bound(self, kind: str) -> int:
+        return self.max_per_workspace if kind == "workspace" else self.max_per_caller
+
+    def _enter(self, shares: list[tuple[str, str]], deadline: float) -> tuple[str, str] | None:
+        """Take a turn in each of ``shares`` (a workspace's, a caller's) before ``deadline``: ``None`` when
+        taken, else the share that stayed full."""
         with self._turns:
-            while self._in_flight.get(workspace, 0) >= self.max_per_workspace:
+            while True:
+                full = next((s for s in shares if self._in_flight.get(s, 0) >= self._bound(s[0])), None)
+                if full is None:
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return False
+                    return full
                 self._turns.wait(remaining)
-            self._in_flight[workspace] = self._in_flight.get(workspace, 0) + 1
-            return True
+            for share in shares:
+                self._in_flight[share] = self._in_flight.get(share, 0) + 1
+            return None
 
-    def _leave(self, workspace: str) -> None:
+    def _leave(self, shares: list[tuple[str, str]]) -> None:
         with self._turns:
-            left = self._in_flight[workspace] - 1
-            if left:
-                self._in_flight[workspace] = left
-            else:
-                del self._in_flight[workspace]
+            for share in shares:
+                left = self._in_flight[share] - 1
+                if left:
+                    self._in_flight[share] = left
+                else:
+                    del self._in_flight[share]
             self._turns.notify_all()
 
     def _ask_in_slot(self, text: str, deadline: float) -> Review | None:
