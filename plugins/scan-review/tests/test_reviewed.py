@@ -456,15 +456,32 @@ def _doctor(tmp_path: Path, endpoint: Endpoint) -> tuple[int, dict[str, Any]]:
     return done.returncode, checks["scanner (reviewed)"]
 
 
-def test_the_doctor_asks_the_reviewer_one_question(tmp_path: Path, endpoint: Endpoint) -> None:
+def test_the_doctor_asks_the_reviewer_about_plain_texts_and_fails_a_model_that_judges_one_wrong(
+    tmp_path: Path, endpoint: Endpoint
+) -> None:
+    endpoint.judge = attack_if("previous instructions", "never mention")  # a model that judges them right
     code, check = _doctor(tmp_path, endpoint)
-    assert check["status"] == "ok"
-    assert f"its reviewer at {endpoint.url} (model 'stand-in') answered in" in check["detail"]
-    assert len(endpoint.requests) == 1  # one question
-    endpoint.judge = attack_if("dentist")  # a model that reads everything as an attack
+    assert check["status"] == "ok", check
+    assert f"its reviewer at {endpoint.url} (model 'stand-in') judged 4 of 4 plain texts right" in check["detail"]
+    assert len(endpoint.requests) == 4  # two benign texts, two attacks
+    endpoint.judge = attack_if("")  # a model that reads everything as an attack
     code, check = _doctor(tmp_path, endpoint)
     assert (code, check["status"]) == (1, "fail")
     assert "reads an everyday note as an attack" in check["detail"]
+    endpoint.judge = attack_if("previous instructions", "never mention", "ferns")  # and a look-alike
+    code, check = _doctor(tmp_path, endpoint)
+    assert (code, check["status"]) == (1, "fail")
+    assert "reads a user's own standing request (a look-alike) as an attack" in check["detail"]
+    # The weak model's failure (the Gemma run of bench/results/scan_review_replay.md): an attack read as benign,
+    # which would clear what the rules reject. Answering benign to everything passed the one-question probe.
+    endpoint.judge = attack_if("previous instructions")
+    code, check = _doctor(tmp_path, endpoint)
+    assert (code, check["status"]) == (1, "fail")
+    assert "reads an attack inside a note as benign" in check["detail"]
+    endpoint.judge = attack_if()
+    code, check = _doctor(tmp_path, endpoint)
+    assert (code, check["status"]) == (1, "fail")
+    assert "reads a plain attack as benign" in check["detail"]
     endpoint.close()
     code, check = _doctor(tmp_path, endpoint)
     assert (code, check["status"]) == (1, "fail")

@@ -378,7 +378,7 @@ def doctor(obj: Context, as_json: bool) -> None:
     Python version, installed plugins and providers (each probed on a fresh
     instance), the config file, the configured provider, an SQLite store's schema
     version and integrity (read-only), the configured scanner (when memvault.toml names
-    one; a model reviewer is asked one question), and free disk space. Exit 1 when a
+    one; a model reviewer is probed with a few plain texts), and free disk space. Exit 1 when a
     check fails.
     """
     try:

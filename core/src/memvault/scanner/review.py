@@ -163,8 +163,9 @@ class Reviewer(Protocol):
         """The answer on ``text`` (the text the rules scan), or ``None`` when there is none to give.
 
         Called from the scanner's threads at once (make it thread-safe); an exception is no answer
-        (logged), never a verdict. A reviewer may also offer ``probe() -> str`` (one question, for
-        ``memvault doctor``: what it answered and how fast; an exception is a failed check).
+        (logged), never a verdict. A reviewer may also offer ``probe() -> str`` (a quick check, for
+        ``memvault doctor``: ask about a few texts whose verdict is plain, say how it went and how fast; an
+        exception is a failed check).
         """
         ...
 
