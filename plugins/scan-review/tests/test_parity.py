@@ -215,3 +215,33 @@ def test_one_tokens_flood_over_many_workspaces_leaves_slots_for_other_tokens(
         assert waited < 1.5, waited
     else:
         assert waited > 1.5, waited
+
+
+def test_a_service_without_tokens_gives_its_clients_every_slot(endpoint: Endpoint) -> None:
+    """Without tokens a server knows its callers only by address, which one proxy (or every agent on the same
+    host) shares: no caller bound applies, so two writes to two workspaces are judged at once, not one after
+    the other (half the model's slots for the whole service)."""
+    endpoint.judge = attack_if("French")
+    endpoint.slow_if = ("(write", 1.5)
+    with serving(endpoint, "max_concurrent = 2\n") as url, contextlib.ExitStack() as clients:
+        writers = [clients.enter_context(memvault.open("http-remote", url=url, retry_deadline=0.5)) for _ in range(2)]
+
+        def write(i: int) -> None:
+            with contextlib.suppress(ContentRejected):
+                writers[i].retain(
+                    RetainRequest(
+                        workspace_id=f"ws-{i}",
+                        agent_id="a",
+                        tier="AGENT",
+                        content=f"{WEAK} (write {i})",
+                        mode="replace",
+                    )
+                )
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert len(endpoint.texts) == 2
+    assert endpoint.most_in_flight == 2

@@ -404,11 +404,13 @@ class RequestGate:
 
 def _caller_key(admission: Admission | None) -> str:
     """Who a provider call runs for, as :func:`memvault.scanner.review.current_caller` tells a reviewer: the
-    gate's key, a token's digest shortened to 16 hex digits (a plugin may log it; it needs only equality)."""
+    token the gate counted it by, its digest shortened to 16 hex digits (a plugin may log it; it needs only
+    equality). ``""`` without a token: an address is shared by every client behind one proxy or on one host,
+    and a server without tokens has no tenants to be fair among."""
     if admission is None:
         return ""
     kind, _, rest = admission.key.partition(":")
-    return f"token:{rest[:16]}" if kind == "token" else admission.key
+    return f"token:{rest[:16]}" if kind == "token" else ""
 
 
 class ProviderCalls:

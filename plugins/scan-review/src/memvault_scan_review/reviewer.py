@@ -95,9 +95,10 @@ class ChatReviewer:
         (:func:`memvault.scanner.review.current_workspace`), so that one workspace's flood of suspicious
         writes leaves slots for the others (default: half of ``max_concurrent``, at least 1).
     :param max_per_caller: of those, the most for one caller of a server
-        (:func:`memvault.scanner.review.current_caller`: a token, or a peer without tokens), so that one
+        (:func:`memvault.scanner.review.current_caller`: a token of a server), so that one
         token writing to many workspaces at once cannot take every slot either (default: half of
-        ``max_concurrent``, at least 1). A vault used in process has no caller: this bound does not apply.
+        ``max_concurrent``, at least 1). A server without tokens, or a vault used in process, has no caller:
+        this bound does not apply.
     :param max_chars: the longest part of a text sent in one request.
     :param max_parts: the most parts of one text; a longer text gets no answer.
     :param json_mode: ask for a JSON object (``response_format``); turn off for an endpoint that refuses it.
@@ -248,7 +249,7 @@ class ChatReviewer:
             else:
                 self._no_answer(
                     "busy",
-                    f"this caller (a token, or a peer) already has max_per_caller = {self.max_per_caller} "
+                    f"this caller's token already has max_per_caller = {self.max_per_caller} "
                     f"requests in flight, and none ended within {self.timeout} s",
                 )
             return None
