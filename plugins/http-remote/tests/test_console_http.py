@@ -375,6 +375,7 @@ def test_health_shows_pending_erasures_and_the_backlog(admin: httpx.Client) -> N
     assert re.search(r'id="health-ok" class="ok">ok<', response.text)
     assert re.search(r'id="pending-erasures">\d+<', response.text)
     assert re.search(r'id="embedding-backlog">\d+ line', response.text)
+    assert 'id="scanner-reviews"' not in response.text  # no reviewer (memvault-scan-review tests the row)
 
 
 def test_the_console_is_closed_on_a_service_without_tokens(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -203,3 +204,29 @@ def test_a_service_without_tokens_gives_its_clients_every_slot(endpoint: Endpoin
             thread.join(30)
     assert len(endpoint.texts) == 2
     assert endpoint.most_in_flight == 2
+
+
+def test_the_console_shows_how_the_reviewer_answered(endpoint: Endpoint) -> None:
+    """An operator without Prometheus sees on the console's health page what /metrics counts: the texts
+    asked about, and how many got no answer (the model down or busy) apart from the verdicts."""
+    from memvault_http_remote.settings import hash_token
+
+    admin = "admin-token-0123456789abcdef"
+    tables = f'[[server.tokens]]\nname = "admin"\nsha256 = "{hash_token(admin)}"\nworkspaces = ["*"]\n'
+    endpoint.judge = attack_if("French")
+    with serving(endpoint, "", tables) as url:
+        with memvault.open("http-remote", url=url, token=admin) as client:
+            assert outcome(client, WEAK, "a1") == "review:instruction_override"
+            assert outcome(client, BENIGN_WEAK, "a2") == BENIGN_WEAK
+        endpoint.mode = "status"  # the model server fails from now on
+        with memvault.open("http-remote", url=url, token=admin) as client:
+            # No answer: the builtin's verdict stores it, uncached, so reading it back asks again.
+            assert outcome(client, WEAK + " Again.", "a3") == WEAK + " Again."
+        with httpx.Client(base_url=url, headers={"Origin": url}, timeout=30) as console:
+            assert console.post("/console/login", data={"token": admin}).status_code == 303
+            page = console.get("/console/health").text
+    found = re.search(r'<dd id="scanner-reviews">(.*?)</dd>', page, re.S)
+    assert found is not None, page
+    shown = re.sub(r"<[^>]+>", "", found.group(1))
+    assert shown == "asked about 4 texts: 2 unanswered, 1 rejected, 0 cleared, 1 confirmed (since the service started)"
+    assert '<span class="bad">2 unanswered</span>' in found.group(1)

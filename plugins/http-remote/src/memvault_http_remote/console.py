@@ -68,6 +68,7 @@ from memvault.contract.models import (
 from memvault.vault import Vault
 from memvault_http_remote.errorwire import status_for
 from memvault_http_remote.limits import HttpRefusal, read_body
+from memvault_http_remote.metrics import review_counts
 from memvault_http_remote.settings import ServerSettings, TokenEntry, TokenStore
 
 __all__ = [
@@ -571,7 +572,14 @@ class _Console:
     async def health(self, request: Request) -> Response:
         session = self.require(request)
         status = await self.health_status()
-        return self.render(request, session, "health.html", status=status, capabilities=sorted(self.vault.capabilities))
+        return self.render(
+            request,
+            session,
+            "health.html",
+            status=status,
+            capabilities=sorted(self.vault.capabilities),
+            reviews=review_counts(self.vault),
+        )
 
     async def static(self, request: Request) -> Response:
         name = str(request.path_params["name"])

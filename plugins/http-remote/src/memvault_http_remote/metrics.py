@@ -121,20 +121,29 @@ class _StoreGauges(Collector):
 REVIEW_OUTCOMES: Final = ("asked", "unanswered", "rejected", "cleared", "confirmed")
 
 
+def review_counts(vault: Vault) -> dict[str, int] | None:
+    """How the vault's scanner's reviewer answered so far (memvault.scanner.review), by outcome of
+    :data:`REVIEW_OUTCOMES`; ``None`` when no scanner of the vault has a reviewer."""
+    counts = [
+        dict(plugin.reviews)
+        for plugin in vault.plugin_manager.get_plugins()
+        if getattr(plugin, "reviewer", None) is not None and isinstance(getattr(plugin, "reviews", None), dict)
+    ]
+    if not counts:
+        return None
+    return {outcome: int(sum(c.get(outcome, 0) for c in counts)) for outcome in REVIEW_OUTCOMES}
+
+
 class _ReviewCounts(Collector):
-    """How the scanner's reviewer answered (memvault.scanner.review), read when Prometheus collects; nothing
+    """How the scanner's reviewer answered (:func:`review_counts`), read when Prometheus collects; nothing
     when no scanner of the vault has a reviewer."""
 
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
 
     def collect(self) -> Iterator[Metric]:
-        counts = [
-            dict(plugin.reviews)
-            for plugin in self.vault.plugin_manager.get_plugins()
-            if getattr(plugin, "reviewer", None) is not None and isinstance(getattr(plugin, "reviews", None), dict)
-        ]
-        if not counts:
+        counts = review_counts(self.vault)
+        if counts is None:
             return
         family = CounterMetricFamily(
             "memvault_scanner_reviews",
@@ -142,8 +151,8 @@ class _ReviewCounts(Collector):
             "(an attack the cascade stored), cleared (a rejection overturned), confirmed (the verdict kept)",
             labels=["outcome"],
         )
-        for outcome in REVIEW_OUTCOMES:
-            family.add_metric([outcome], sum(c.get(outcome, 0) for c in counts))
+        for outcome, count in counts.items():
+            family.add_metric([outcome], count)
         yield family
 
 
