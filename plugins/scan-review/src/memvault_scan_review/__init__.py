@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -120,6 +121,13 @@ def chat_reviewer(table: Mapping[str, Any]) -> ChatReviewer:
             'such as "http://127.0.0.1:11434/v1" (the reviewer adds /chat/completions)',
             field=f"{_WHERE}.url",
         )
+    if "@" in _netloc(url):
+        raise InvalidRequest(
+            "[scan.review] url holds a user name or password (user:key@host): never write a key into "
+            "memvault.toml (it is also printed in the reviewer's warnings); name the environment variable "
+            "holding it with api_key_env",
+            field=f"{_WHERE}.url",
+        )
     model = table.get("model")
     if not isinstance(model, str) or not model.strip():
         raise InvalidRequest(
@@ -161,6 +169,14 @@ def chat_reviewer(table: Mapping[str, Any]) -> ChatReviewer:
         max_parts=int(_number(table, "max_parts", 4, 1, 64, integer=True)),
         json_mode=json_mode,
     )
+
+
+def _netloc(url: str) -> str:
+    """The host part of ``url`` (user info included), or ``""`` when it does not parse."""
+    try:
+        return urllib.parse.urlsplit(url).netloc
+    except ValueError:
+        return ""
 
 
 def _number(

@@ -14,6 +14,7 @@ answer, never as a verdict.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import unicodedata
 from typing import Final
@@ -89,6 +90,10 @@ def _hidden(ch: str) -> bool:
     return any(low <= code <= high for low, high in _IGNORABLE)
 
 
+#: A bracketed word, the form of the control tokens of Mistral's and Llama 2's templates (and others').
+_BRACKET_TOKEN: Final = re.compile(r"\[/?[A-Za-z_]+\]")
+
+
 def request_id() -> str:
     """A fresh id for one request: 16 hex characters from the system's random source."""
     return secrets.token_hex(8)
@@ -97,9 +102,13 @@ def request_id() -> str:
 def shown(text: str) -> str:
     """``text`` as one JSON string, every character a reader cannot see (controls, format characters,
     variation selectors, tags, fillers; line breaks and tabs JSON escapes anyway) as a ``\\uXXXX`` escape,
-    every other character as it is."""
+    and so every ``<``, and a ``[`` that opens a bracketed word (``[INST]``, ``[/INST]``, ``[TOOL_CALLS]``):
+    the endpoints tokenize a message's content with the model's special tokens recognized, so a
+    ``<|im_end|>``, ``<end_of_turn>`` or ``[INST]`` written in the text would end the user turn for real.
+    Every other character as it is (a markdown link stays readable)."""
+    dumped = json.dumps(text, ensure_ascii=False)
     out = []
-    for ch in json.dumps(text, ensure_ascii=False):
+    for at, ch in enumerate(dumped):
         if _hidden(ch):
             code = ord(ch)
             if code > 0xFFFF:  # a surrogate pair, as JSON writes one
@@ -107,6 +116,8 @@ def shown(text: str) -> str:
                 out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
             else:
                 out.append(f"\\u{code:04x}")
+        elif ch == "<" or (ch == "[" and _BRACKET_TOKEN.match(dumped, at)):
+            out.append(f"\\u{ord(ch):04x}")
         else:
             out.append(ch)
     return "".join(out)
@@ -134,7 +145,17 @@ class Answer:
 
 #: The most of an answer read for JSON objects (an answer is a few hundred characters; ``max_tokens`` is 200).
 MAX_ANSWER_CHARS: Final = 20_000
-_DECODER: Final = json.JSONDecoder()
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """An object whose keys are all different (one with a key twice says two things: it is no JSON answer)."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("a key appears twice")
+    return found
+
+
+_DECODER: Final = json.JSONDecoder(object_pairs_hook=_unique)
 
 
 def _objects(content: str) -> list[dict[str, object]]:
@@ -173,7 +194,9 @@ def parse_answer(content: str, rid: str) -> Answer | str:
     readable = [a for a in answers if isinstance(a, Answer)]
     if not readable:
         return str(answers[-1])
-    if len({(a.attack, a.category) for a in readable}) > 1:
+    # An object that calls the text an attack disagrees with a benign one, whatever category it names.
+    attack_said = any(o.get("verdict") == "attack" for o in ours)
+    if len({(a.attack, a.category) for a in readable}) > 1 or (attack_said and not readable[-1].attack):
         return "the answer holds two verdicts for this request that disagree"
     return readable[-1]
 

@@ -12,13 +12,16 @@ own verdict stands, and the next read of the text asks again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
 import statistics
 import threading
 import time
 import weakref
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Final
 
 import httpx
@@ -83,6 +86,15 @@ def parts(text: str, max_chars: int) -> list[str]:
         start = max(end - overlap, start + 1)
 
 
+def _shut(sock: Any) -> None:
+    """Shut ``sock`` both ways: a thread blocked reading it wakes (closing it would not wake the read). For
+    a TLS socket, the socket under it: ``SSLSocket.shutdown`` would drop the TLS state the reading thread
+    is using, which fails that read with an error httpx does not know."""
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
 class ChatReviewer:
     """A :class:`memvault.scanner.review.Reviewer` over a chat completions endpoint.
 
@@ -102,7 +114,8 @@ class ChatReviewer:
     :param max_chars: the longest part of a text sent in one request.
     :param max_parts: the most parts of one text; a longer text gets no answer.
     :param json_mode: ask for a JSON object (``response_format``); turn off for an endpoint that refuses it.
-    :param transport: an ``httpx`` transport (default: a new connection pool).
+    :param transport: an ``httpx`` transport (default: a new connection pool, without keep-alive). A request
+        that reuses a kept-alive connection of a transport of your own is not cut at its deadline.
     """
 
     name = "chat"
@@ -154,6 +167,9 @@ class ChatReviewer:
             transport=self._transport,
             follow_redirects=False,
             trust_env=False,
+            # A connection per request: ``_post`` cuts a request at its deadline by shutting its socket, which
+            # it learns only when the connection is made (one connect costs little beside a model's answer).
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
         weakref.finalize(self, self._client.close)
 
@@ -318,21 +334,69 @@ class ChatReviewer:
             self._slots.release()
 
     def _post(self, body: dict[str, Any]) -> str | tuple[str, str]:
-        """The completion's text, or (kind, why) there is none."""
+        """The completion's text, or (kind, why) there is none, within ``timeout`` seconds in all.
+
+        httpx's timeout bounds each network read, not the response: a server that sends its headers or body
+        a byte at a time, each within ``timeout``, would hold the request (its slot, and the write waiting
+        for it) as long as it liked. So a timer shuts the request's socket at the deadline.
+        """
         deadline = time.monotonic() + self.timeout
-        with self._client.stream("POST", "chat/completions", json=body) as response:
+        sockets: list[Any] = []
+        cut = threading.Event()
+
+        def trace(event: str, info: dict[str, Any]) -> None:
+            if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+                sock = info["return_value"].get_extra_info("socket")
+                if sock is not None:
+                    sockets.append(sock)
+                    if cut.is_set():  # connected after the deadline
+                        _shut(sock)
+
+        def at_deadline() -> None:
+            cut.set()
+            for sock in sockets:
+                _shut(sock)
+
+        timer = threading.Timer(self.timeout, at_deadline)
+        timer.daemon = True
+        timer.start()
+        try:
+            return self._exchange(body, deadline, trace)
+        except httpx.HTTPError:
+            if cut.is_set():
+                return "slow", f"the response took over timeout = {self.timeout} s in all"
+            raise
+        finally:
+            timer.cancel()
+
+    def _exchange(
+        self, body: dict[str, Any], deadline: float, trace: Callable[[str, dict[str, Any]], None]
+    ) -> str | tuple[str, str]:
+        # Asked uncompressed and read raw: a compressed body is decoded a network read at a time, with no
+        # bound on what one read becomes (32 KB of gzip, or 2 KB of zstd, decode to 32 MB and more).
+        headers = {"Accept-Encoding": "identity"}
+        extensions = {"trace": trace}
+        with self._client.stream(
+            "POST", "chat/completions", json=body, headers=headers, extensions=extensions
+        ) as response:
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                return "unreadable", f"the response is compressed ({encoding[:40]!r}), which was not asked for"
             raw = b""
-            for chunk in response.iter_bytes():
+            for chunk in response.iter_raw():
                 raw += chunk
                 if len(raw) > MAX_RESPONSE_BYTES:
                     return "unreadable", f"the response is over {MAX_RESPONSE_BYTES} bytes"
-                if time.monotonic() > deadline:  # httpx's timeout bounds each read, not the whole body
-                    return "slow", f"the response took over timeout = {self.timeout} s"
+                if time.monotonic() > deadline:
+                    return "slow", f"the response took over timeout = {self.timeout} s in all"
             if response.status_code != 200:
-                return "status", f"HTTP {response.status_code}: {raw[:200].decode('utf-8', 'replace')}"
+                said = raw[:200].decode("utf-8", "replace")
+                # The endpoint's words reach a log line: printable characters only (no forged lines).
+                said = " ".join("".join(ch if ch.isprintable() else " " for ch in said).split())
+                return "status", f"HTTP {response.status_code}: {said}"
         try:
             content = json.loads(raw)["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):  # RecursionError: nested too deep
             return "unreadable", "the response is not a chat completion (choices[0].message.content)"
         if not isinstance(content, str):
             return "unreadable", "the completion's content is not text"
