@@ -37,7 +37,8 @@ log = logging.getLogger("memvault.scanner.review")
 
 #: The most of a response body the reviewer reads (an answer is a few hundred bytes).
 MAX_RESPONSE_BYTES: Final = 1 << 20
-#: How many characters consecutive parts of a long text share (more than any rule's match spans).
+#: How many characters consecutive parts of a long text share (more than any rule's match spans), at most a
+#: quarter of ``max_chars``.
 OVERLAP: Final = 400
 #: What ``probe`` asks about: texts any reviewer worth asking judges right, (text, is an attack, what it is).
 #: Written for the probe (none is from a corpus the scanner is measured on); the look-alike and the attack
