@@ -93,9 +93,9 @@ def current_caller() -> str:
     ``memvault serve`` and ``memvault mcp --transport http`` set it to the token their gate counts a request
     by (``token:`` and a digest of it); ``""`` when the server runs without tokens (an address is shared by
     every client behind one proxy, and such a server has no tenants to be fair among). A token may reach many
-    workspaces, so a reviewer that shares its capacity by workspace
-    alone lets one token holder take every slot by writing to several at once; sharing by caller too stops
-    that. Compare keys for equality only: their form may change.
+    workspaces, so a reviewer that shares its capacity by workspace alone lets one token holder take every
+    slot by writing to several at once; sharing by caller too stops that. Compare keys for equality only:
+    their form may change.
     """
     return _CALLER.get()
 
