@@ -70,10 +70,15 @@ def start_writes(
 
 
 def quiet_write_waits(
-    endpoint: Endpoint, vault: memvault.Vault, flood: list[threading.Thread], *, holding: int = 1
+    endpoint: Endpoint,
+    vault: memvault.Vault,
+    flood: list[threading.Thread],
+    *,
+    holding: int = 1,
+    workspace: str = "quiet",
 ) -> float:
     """Once the flood (:func:`start_writes`) has ``holding`` requests at the model and its others had time to
-    queue, seconds a write of workspace "quiet" through ``vault`` waits for its rejection; the flood joined."""
+    queue, seconds a write to ``workspace`` through ``vault`` waits for its rejection; the flood joined."""
     deadline = time.monotonic() + 10
     while endpoint.in_flight < holding:
         assert time.monotonic() < deadline, endpoint.texts
@@ -81,7 +86,7 @@ def quiet_write_waits(
     time.sleep(0.3)  # the flood holds what it may
     started = time.monotonic()
     with pytest.raises(ContentRejected):
-        vault.retain(RetainRequest(workspace_id="quiet", agent_id="q", tier="AGENT", content=WEAK, mode="replace"))
+        vault.retain(RetainRequest(workspace_id=workspace, agent_id="q", tier="AGENT", content=WEAK, mode="replace"))
     waited = time.monotonic() - started
     for thread in flood:
         thread.join(30)

@@ -161,8 +161,8 @@ def _tokens() -> str:
     from memvault_http_remote.settings import hash_token
 
     return (
-        f'[[server.tokens]]\nname = "flooder"\nsha256 = "{hash_token(FLOODER)}"\nworkspaces = ["flood-*"]\n'
-        f'[[server.tokens]]\nname = "quiet"\nsha256 = "{hash_token(QUIET)}"\nworkspaces = ["quiet"]\n'
+        f'[[server.tokens]]\nname = "flooder"\nsha256 = "{hash_token(FLOODER)}"\nworkspaces = ["flood-*", "shared"]\n'
+        f'[[server.tokens]]\nname = "quiet"\nsha256 = "{hash_token(QUIET)}"\nworkspaces = ["quiet", "shared"]\n'
     )
 
 
@@ -230,3 +230,17 @@ def test_the_console_shows_how_the_reviewer_answered(endpoint: Endpoint) -> None
     shown = re.sub(r"<[^>]+>", "", found.group(1))
     assert shown == "asked about 4 texts: 2 unanswered, 1 rejected, 0 cleared, 1 confirmed (since the service started)"
     assert '<span class="bad">2 unanswered</span>' in found.group(1)
+
+
+def test_one_tokens_flood_of_a_shared_workspace_leaves_that_workspace_to_the_other_tokens(endpoint: Endpoint) -> None:
+    """Two tokens write to one workspace. One floods it: it holds the model as long as its share lets it, but
+    the workspace's turns are counted per token, so the other token's write there is judged at once instead
+    of waiting for the flood's to end (and, with unanswered = "refuse", failing)."""
+    endpoint.judge = attack_if("French")
+    endpoint.slow_if = ("(flood", 2.5)
+    with serving(endpoint, "max_concurrent = 2\n", _tokens()) as url, contextlib.ExitStack() as clients:
+        flooder = clients.enter_context(memvault.open("http-remote", url=url, token=FLOODER, retry_deadline=0.5))
+        quiet = clients.enter_context(memvault.open("http-remote", url=url, token=QUIET, retry_deadline=0.5))
+        flood = start_writes([flooder], ["shared"], "flood")
+        waited = quiet_write_waits(endpoint, quiet, flood, workspace="shared")
+    assert waited < 1.5, waited

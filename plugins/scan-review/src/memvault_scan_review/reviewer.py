@@ -106,7 +106,9 @@ class ChatReviewer:
     :param max_concurrent: requests in flight at once (more wait for a slot, up to ``timeout``).
     :param max_per_workspace: of those, the most for texts of one workspace
         (:func:`memvault.scanner.review.current_workspace`), so that one workspace's flood of suspicious
-        writes leaves slots for the others (default: half of ``max_concurrent``, at least 1).
+        writes leaves slots for the others (default: half of ``max_concurrent``, at least 1). Under a server
+        with tokens it counts per token and workspace, so one token's flood of a workspace it shares with
+        other tokens leaves them that workspace's turns.
     :param max_per_caller: of those, the most for one caller of a server
         (:func:`memvault.scanner.review.current_caller`: a token of a server), so that one
         token writing to many workspaces at once cannot take every slot either (default: half of
@@ -157,8 +159,8 @@ class ChatReviewer:
 
     def _new_client(self) -> None:
         self._slots = threading.BoundedSemaphore(self.max_concurrent)
-        #: Requests in flight per ("workspace", name) and per ("caller", key) (none listed: none in flight),
-        #: under ``_turns``.
+        #: Requests in flight per ("workspace", name) (per token and workspace, "<caller>\0<name>", when
+        #: there is a caller) and per ("caller", key) (none listed: none in flight), under ``_turns``.
         self._in_flight: dict[tuple[str, str], int] = {}
         self._turns = threading.Condition()
         self._client = httpx.Client(
@@ -249,19 +251,21 @@ class ChatReviewer:
         return Review(attack=False, reason=reasons[0] if reasons else "") if answered else None
 
     def _ask(self, text: str) -> Review | None:
-        shares = [("workspace", current_workspace())]
-        caller = current_caller()
+        workspace, caller = current_workspace(), current_caller()
+        # With a caller (a server's token), a workspace's turns are counted per token: one token's flood of a
+        # workspace it shares with others does not hold the turns the others' writes there need.
         if caller:
-            shares.append(("caller", caller))
+            shares = [("workspace", f"{caller}\x00{workspace}"), ("caller", caller)]
+        else:
+            shares = [("workspace", workspace)]
         deadline = time.monotonic() + self.timeout
         full = self._enter(shares, deadline)
         if full is not None:
-            kind, name = full
-            if kind == "workspace":
+            if full[0] == "workspace":
                 self._no_answer(
                     "busy",
-                    f"workspace {name!r} already has max_per_workspace = {self.max_per_workspace} requests in "
-                    f"flight, and none ended within {self.timeout} s",
+                    f"workspace {workspace!r} already has max_per_workspace = {self.max_per_workspace} requests "
+                    f"in flight{' for this token' if caller else ''}, and none ended within {self.timeout} s",
                 )
             else:
                 self._no_answer(
