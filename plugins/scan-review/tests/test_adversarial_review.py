@@ -7,7 +7,10 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 import tracemalloc
@@ -15,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from conftest import WEAK, Endpoint
 from starlette.responses import Response
@@ -142,19 +146,44 @@ def test_a_compressed_response_is_held_to_the_response_cap(misbehaving: Misbehav
         chat.close()
 
 
-def test_a_response_whose_headers_trickle_is_cut_at_the_documented_bound() -> None:
+def _tls_contexts(folder: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a self-signed certificate for 127.0.0.1 (made by the openssl command), and a
+    client context that trusts it."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command is not installed: no certificate for the TLS server")
+    key, cert = folder / "key.pem", folder / "cert.pem"
+    subprocess.run(
+        [
+            *(openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)),
+            *("-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(cert))
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_a_response_whose_headers_trickle_is_cut_at_the_documented_bound(tmp_path: Path, tls: bool) -> None:
     # README: "one text's review takes at most 2 x timeout x max_parts seconds". A server (or a proxy in front
-    # of it) that sends its status line, then a header byte just inside each read timeout, holds the request,
-    # its slot and the write for as long as it likes: httpx bounds each read, not the whole response.
+    # of it) that sends its status line, then a header byte just inside each read timeout, held the request,
+    # its slot and the write for as long as it liked: httpx bounds each read, not the whole response. Over
+    # TLS the cut must shut the socket under the TLS layer (shutting the TLS socket itself fails the blocked
+    # read with an error httpx does not know).
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
     port = server.getsockname()[1]
     stop = threading.Event()
+    server_tls, client_tls = _tls_contexts(tmp_path) if tls else (None, None)
 
     def trickle() -> None:
-        conn, _ = server.accept()
-        with conn:
+        raw, _ = server.accept()
+        with server_tls.wrap_socket(raw, server_side=True) if server_tls else raw as conn:
             conn.recv(65536)
             conn.sendall(b"HTTP/1.1 200 OK\r\n")
             for byte in b"X-Slow: " + b"a" * 60 + b"\r\n":
@@ -167,12 +196,15 @@ def test_a_response_whose_headers_trickle_is_cut_at_the_documented_bound() -> No
 
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
-    chat = ChatReviewer(f"http://127.0.0.1:{port}/v1", "stand-in", timeout=0.5, max_parts=1)
+    scheme = "https" if tls else "http"
+    transport = httpx.HTTPTransport(verify=client_tls) if client_tls else None
+    chat = ChatReviewer(f"{scheme}://127.0.0.1:{port}/v1", "stand-in", timeout=0.5, max_parts=1, transport=transport)
     try:
         started = time.monotonic()
         assert chat.review(WEAK, Draft(finding=None)) is None
         took = time.monotonic() - started
         assert took < 2 * 0.5 * 1 + 0.5, f"{took:.1f} s"
+        assert chat.stats == {"requests": 1, "slow": 1}
     finally:
         stop.set()
         chat.close()

@@ -88,12 +88,11 @@ def parts(text: str, max_chars: int) -> list[str]:
 
 
 def _shut(sock: Any) -> None:
-    """Shut ``sock`` both ways: a thread blocked reading it wakes (closing it would not wake the read). For
-    a TLS socket, the socket under it: ``SSLSocket.shutdown`` would drop the TLS state the reading thread
-    is using, which fails that read with an error httpx does not know."""
+    """Shut ``sock`` both ways: a thread blocked reading it wakes (closing it would not wake the read). Over
+    TLS it is the TLS socket (``start_tls``'s): the plain one it wrapped no longer owns the descriptor."""
     if isinstance(sock, socket.socket):
         with contextlib.suppress(OSError):
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 class ChatReviewer:
