@@ -10,15 +10,18 @@ No language model runs on this machine, so the endpoint's part is played offline
             request is which, and the builtin's draft on it) goes to ``--key``, which whoever answers must
             not read.
 ``ask``     sends the requests of ``--key`` to a real endpoint instead (``--url``, ``--model``, as ``[scan.review]``
-            names them; ``--api-key-env``), the plugin's way (the same body, timeout and parsing), and writes
-            its answers as ``FOLDER/answers_0.jsonl``, with each request's seconds, for ``score``.
+            names them; ``--api-key-env``), the plugin's way (the same body, timeout and parsing),
+            ``--concurrency`` at once, and writes its answers as ``FOLDER/answers_0.jsonl``, with each
+            request's seconds, for ``score``. It runs ``memvault doctor``'s probe first and stops when the
+            model judges a plain text wrong (``--no-probe`` asks all the same).
 ``score``   reads ``FOLDER/answers_<part>.jsonl`` (``{"n": N, "content": "<the model's answer>"}`` a line),
             parses every answer with ``memvault_scan_review.parse_answer`` and applies the scanner's decision
             (``memvault.scanner.review.ReviewPolicy``) for every scope and ``may_clear``: attacks and benign
             texts of the set rejected, LoCoMo writes rejected, per cascade.
 
     python bench/scan_review_replay.py render --folder /tmp/replay --key /root/key.json
-    python bench/scan_review_replay.py ask --folder /tmp/replay --key /root/key.json --url URL --model NAME
+    python bench/scan_review_replay.py ask --folder /tmp/replay --key /root/key.json --url URL --model NAME \
+        [--concurrency 4]
     python bench/scan_review_replay.py score --folder /tmp/replay --key /root/key.json [--out FILE]
 
 The builtin runs with its check by meaning (memvault-embed-minilm), as the default scanner does; the multilingual
@@ -214,32 +217,47 @@ def score(args: argparse.Namespace) -> None:
 
 
 def ask(args: argparse.Namespace) -> None:
-    """Each request of the key, sent to a real endpoint as the plugin sends it; answers and seconds written."""
+    """Each request of the key, sent to a real endpoint as the plugin sends it (``--concurrency`` at once);
+    answers and seconds written in the key's order. The doctor's probe runs first: a model that cannot
+    answer plain texts right would only spend the run (``--no-probe`` to ask all the same)."""
+    import concurrent.futures
     import os
     import statistics
     import time
 
     from memvault_scan_review import ChatReviewer
 
-    rows = json.loads(args.key.read_text(encoding="utf-8"))
+    rows = sorted(json.loads(args.key.read_text(encoding="utf-8")), key=lambda r: r["n"])
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     reviewer = ChatReviewer(
         args.url, args.model, api_key=api_key, timeout=args.timeout, json_mode=not args.no_json_mode
     )
+    if not args.no_probe:
+        try:
+            print(f"probe: {reviewer.probe()}", flush=True)
+        except memvault.UpstreamError as exc:
+            reviewer.close()
+            raise SystemExit(f"probe failed: {exc}\n(--no-probe asks all the same)") from None
+
+    def one(row: dict[str, Any]) -> tuple[int, str, float]:
+        body = reviewer.request_body(row["text"], row["rid"])
+        started = time.perf_counter()
+        try:
+            content = reviewer._post(body)
+        except Exception as exc:  # noqa: BLE001 - recorded as no answer
+            content = ("error", f"{type(exc).__name__}: {exc}")
+        answer = content if isinstance(content, str) else f"(no answer: {content[1]})"
+        return row["n"], answer, time.perf_counter() - started
+
     args.folder.mkdir(parents=True, exist_ok=True)
     seconds: list[float] = []
-    with (args.folder / "answers_0.jsonl").open("w", encoding="utf-8") as out:
-        for done, row in enumerate(sorted(rows, key=lambda r: r["n"]), 1):
-            body = reviewer.request_body(row["text"], row["rid"])
-            started = time.perf_counter()
-            try:
-                content = reviewer._post(body)
-            except Exception as exc:  # noqa: BLE001 - recorded as no answer
-                content = ("error", f"{type(exc).__name__}: {exc}")
-            took = time.perf_counter() - started
+    with (
+        (args.folder / "answers_0.jsonl").open("w", encoding="utf-8") as out,
+        concurrent.futures.ThreadPoolExecutor(max_workers=args.concurrency) as pool,
+    ):
+        for done, (n, answer, took) in enumerate(pool.map(one, rows), 1):
             seconds.append(took)
-            answer = content if isinstance(content, str) else f"(no answer: {content[1]})"
-            out.write(json.dumps({"n": row["n"], "content": answer, "seconds": round(took, 3)}) + "\n")
+            out.write(json.dumps({"n": n, "content": answer, "seconds": round(took, 3)}) + "\n")
             out.flush()
             if done % 20 == 0 or done == len(rows):
                 print(f"{done}/{len(rows)} asked, median {statistics.median(seconds):.2f} s a request", flush=True)
@@ -261,6 +279,8 @@ def main() -> None:
     parser.add_argument("--api-key-env", default="", help="the variable holding its key (ask)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take (ask)")
     parser.add_argument("--no-json-mode", action="store_true", help="do not ask for response_format (ask)")
+    parser.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (ask)")
+    parser.add_argument("--no-probe", action="store_true", help="ask even when the doctor's probe fails (ask)")
     args = parser.parse_args()
     {"render": render_requests, "ask": ask, "score": score}[args.step](args)
 
