@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -106,6 +107,41 @@ class Silent:
             conn.close()
 
 
+class Trickling:
+    """127.0.0.1 listener that answers each request with a status line, then a header byte every 0.1 s: each
+    read returns within any socket timeout, so only a deadline for the whole call ends it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                for byte in b"X-Slow: " + b"a" * 300 + b"\r\n":
+                    if self.stop.wait(0.1):
+                        return
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
 @pytest.fixture
 def closed_port_url() -> str:
     with socket.socket() as sock:
@@ -179,6 +215,26 @@ def test_a_server_that_never_answers_is_upstream_timeout_naming_the_operation(
     assert type(error) is UpstreamTimeout
     assert f"({operation})" in str(error)
     assert isinstance(error.__cause__, TimeoutError)
+
+
+@pytest.mark.parametrize(("operation", "call"), CALLS, ids=IDS)
+def test_a_server_that_trickles_its_answer_is_upstream_timeout_within_the_timeout(
+    operation: str, call: Callable[[HttpRemoteProvider], object]
+) -> None:
+    """``timeout`` is "seconds a call may take in total": a server (or a proxy) sending its answer a byte at a
+    time, each within the socket's timeout, held a read for 30 s and more at timeout = 0.3."""
+    server = Trickling()
+    provider = HttpRemoteProvider(server.url, timeout=0.3, retry_deadline=0.3)
+    started = time.monotonic()
+    try:
+        error = _raised(call, provider)
+    finally:
+        took = time.monotonic() - started
+        provider.close()
+        server.close()
+    assert type(error) is UpstreamTimeout, error
+    assert f"({operation})" in str(error)
+    assert took < 1.5, f"{took:.1f} s"
 
 
 def test_a_server_that_answers_garbage_is_upstream_error() -> None:

@@ -63,9 +63,12 @@ most the ``timeout`` of the request in flight plus its own batch's, then raises
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import http.client
 import json
 import math
+import os
 import random
 import select
 import socket
@@ -193,6 +196,72 @@ def _clone(exc: MemvaultError) -> MemvaultError:
     copy.__cause__ = exc.__cause__
     copy.__suppress_context__ = exc.__suppress_context__
     return copy
+
+
+class _Watchdog:
+    """One thread a process that shuts the connections of calls past their deadline.
+
+    A shut socket wakes the thread blocked reading it (closing it would not). A call registers its
+    connection with :meth:`watch` and ends with :meth:`done`, which says whether the deadline cut it; the
+    thread starts with the first call, and a forked child starts its own.
+    """
+
+    def __init__(self) -> None:
+        self._forked()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self._turn = threading.Condition()
+        #: [deadline, order, connection, state]: state 0 running, 1 done, 2 cut.
+        self._heap: list[list[Any]] = []
+        self._order = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, conn: http.client.HTTPConnection) -> list[Any]:
+        """Shut ``conn`` at ``deadline`` unless :meth:`done` comes first."""
+        with self._turn:
+            self._order += 1
+            entry = [deadline, self._order, conn, 0]
+            heapq.heappush(self._heap, entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="memvault-http-deadlines", daemon=True)
+                self._thread.start()
+            elif self._heap[0] is entry:
+                self._turn.notify()
+            return entry
+
+    def done(self, entry: list[Any]) -> bool:
+        """The call of ``entry`` is over: whether the deadline cut its connection."""
+        with self._turn:
+            cut = bool(entry[3] == 2)
+            entry[3] = 1
+            entry[2] = None
+            while self._heap and self._heap[0][3] == 1:  # calls mostly end in the order they began
+                heapq.heappop(self._heap)
+            return cut
+
+    def _run(self) -> None:
+        while True:
+            with self._turn:
+                while self._heap and self._heap[0][3] == 1:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._turn.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._turn.wait(wait)
+                    continue
+                entry = heapq.heappop(self._heap)
+                entry[3] = 2
+                conn = entry[2]
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+_WATCHDOG: Final = _Watchdog()
 
 
 class _Pool:
@@ -433,17 +502,26 @@ class HttpRemoteProvider:
         :raises OSError: the connection failed mid-request.
         :raises http.client.HTTPException: the answer is not HTTP, or stopped short.
         """
+        deadline = time.monotonic() + timeout
         conn = self._pool.acquire(timeout)
+        # The socket's timeout bounds each read, not the answer: a server (or a proxy) sending it a byte at a
+        # time would hold the call as long as it liked. At the deadline the watchdog shuts the connection.
+        watch = _WATCHDOG.watch(deadline, conn)
         try:
             conn.request(method, self._prefix + path, body=body, headers=telemetry.inject_headers(self._headers))
             response = conn.getresponse()
             data = response.read()
         except BaseException as exc:
             self._pool.discard(conn)
+            if _WATCHDOG.done(watch) and isinstance(exc, (OSError, ValueError, http.client.HTTPException)):
+                raise TimeoutError(f"no whole answer within {timeout:g} s") from exc
             if isinstance(exc, ValueError) and not isinstance(exc, OSError):
                 # http.client's parsing can let a ValueError through: it is a bad answer all the same.
                 raise http.client.HTTPException(f"{type(exc).__name__}: {exc}") from exc
             raise
+        if _WATCHDOG.done(watch):  # shut at the deadline: what was read may have ended there, not at its end
+            self._pool.discard(conn)
+            raise TimeoutError(f"no whole answer within {timeout:g} s")
         if response.will_close:
             self._pool.discard(conn)
         else:
