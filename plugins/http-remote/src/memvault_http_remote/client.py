@@ -208,7 +208,8 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self._forked()
-        os.register_at_fork(after_in_child=self._forked)
+        if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+            os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
         self._turn = threading.Condition()
