@@ -107,15 +107,13 @@ class Silent:
             conn.close()
 
 
-class Trickling:
+class Trickling(HangingUp):
     """127.0.0.1 listener that answers each request with a status line, then a header byte every 0.1 s: each
     read returns within any socket timeout, so only a deadline for the whole call ends it."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
     def _serve(self) -> None:
         while True:
@@ -139,7 +137,7 @@ class Trickling:
 
     def close(self) -> None:
         self.stop.set()
-        self.sock.close()
+        super().close()
 
 
 @pytest.fixture
