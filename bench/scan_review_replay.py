@@ -1,11 +1,11 @@
 """The ``reviewed`` scanner (memvault-scan-review) measured by replay: its own prompts, answered elsewhere.
 
-No language model runs on this machine, so the endpoint's part is played offline:
+The endpoint's part is played by a real model (``ask``) or offline, by whoever answers the rendered requests:
 
 ``render``  writes the plugin's requests (``memvault_scan_review.render``, a fresh request id each) for the
             held-out set's texts, the LoCoMo writes whose text a cascade (the builtin's, and the multilingual
             scanner's when it is installed) finds evidence in, and ``--quiet`` LoCoMo writes none finds
-            anything in, shuffled and without labels, to
+            anything in (``--no-locomo``: the set's texts only), shuffled and without labels, to
             ``FOLDER/requests_<part>.txt`` (and the system message to ``FOLDER/system.txt``); the key (which
             request is which, and the builtin's draft on it) goes to ``--key``, which whoever answers must
             not read.
@@ -82,7 +82,7 @@ def scanners(embedder: Any) -> dict[str, BuiltinScanner]:
         from memvault_scan_multilingual import MultilingualScanner
     except ImportError:
         return made
-    made["multilingual"] = recording(MultilingualScanner)()
+    made["multilingual"] = recording(MultilingualScanner)(embedder=embedder)
     return made
 
 
@@ -119,7 +119,7 @@ def render_requests(args: argparse.Namespace) -> None:
                 )
                 [(_, draft)] = _judged(scanner, vault, request)
                 row["drafts"][name] = _draft(draft)
-            for agent, key, line in turns():
+            for agent, key, line in () if args.no_locomo else turns():
                 request = memvault.RetainRequest(
                     workspace_id="replay", agent_id=agent, tier="daily", key=key, content=line, mode="append"
                 )
@@ -271,6 +271,9 @@ def main() -> None:
     parser.add_argument("--key", type=Path, required=True, help="the key (keep it away from whoever answers)")
     parser.add_argument("--data", type=Path, default=DATA, help="the held-out set (default: %(default)s)")
     parser.add_argument("--quiet", type=int, default=100, help="LoCoMo writes without evidence to add")
+    parser.add_argument(
+        "--no-locomo", action="store_true", help="render the set's texts only, no LoCoMo writes (render)"
+    )
     parser.add_argument("--parts", type=int, default=2, help="request files (one per answerer)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", default="", help="also write the report here (score)")

@@ -6,6 +6,7 @@ The texts here were written for these tests, not taken from the scanner's traini
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import shutil
@@ -21,6 +22,7 @@ import memvault
 from memvault import ContentRejected, InvalidRequest, RetainRequest
 from memvault.errors import PluginError
 from memvault.registry import get_registry
+from memvault.scanner.plugin import BuiltinScanner
 from memvault_scan_multilingual import (
     MAX_WINDOWS,
     PATTERN_IDS,
@@ -29,6 +31,15 @@ from memvault_scan_multilingual import (
     MultilingualScanner,
 )
 from memvault_scan_multilingual.judge import MODEL_FILE
+
+#: A held-out set of the builtin's (measured, never tuned on), read only to compare two scanners on it.
+HELD_OUT = [
+    json.loads(line)
+    for line in (Path(__file__).resolve().parents[3] / "core" / "tests" / "data" / "scan_heldout_v11.jsonl")
+    .read_text("utf-8")
+    .splitlines()
+    if line.strip()
+]
 
 #: Attacks in other languages the builtin scanner stores (its rules and char model miss them), by category.
 #: (A French exfiltration request was here too; the head trained with the hard look-alikes of
@@ -116,6 +127,23 @@ def test_english_never_reaches_e5_nor_loads_its_weights() -> None:
     assert not judge.loaded
     judge(EVERYDAY[1])
     assert judge.loaded
+
+
+def test_given_an_embedder_it_judges_english_by_meaning_as_the_builtin_given_it_does(judge: MultilingualJudge) -> None:
+    """As the builtin takes ``embedder=``, so does this scanner: a vault opened without recall by meaning
+    (``embedder="off"``, no scan embedder to bind to) still gets the English check by meaning."""
+    with memvault.open("memory") as default:
+        embedder = default.scan_embedder
+    assert embedder is not None
+    english = [item["text"] for item in HELD_OUT if item["lang"] == "en"]
+
+    def verdicts(scanner: BuiltinScanner) -> list[tuple[str, str] | None]:
+        with memvault.open("memory", scanner="off", embedder="off", plugins=[scanner]) as vault:
+            return [verdict(vault, text, f"a{i}") for i, text in enumerate(english)]
+
+    by_meaning = verdicts(BuiltinScanner(embedder=embedder))
+    assert verdicts(MultilingualScanner(judge=judge, embedder=embedder)) == by_meaning
+    assert verdicts(MultilingualScanner(judge=judge)) != by_meaning  # without it, the rules alone in English
 
 
 def test_a_verdict_is_the_same_through_every_provider(tmp_path: Path) -> None:

