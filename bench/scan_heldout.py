@@ -1,6 +1,6 @@
 """The prompt-injection scanner on a held-out set: catch rate per category and language, false positives.
 
-Data: ``core/tests/data/scan_heldout_v11.jsonl`` (issue 36; its README says how it was
+Data: ``core/tests/data/scan_heldout_v12.jsonl`` (issue 36; its README says how it was
 written). Every item is written with ``Vault.retain`` to a fresh document of the
 ``memory`` provider with the default scanner, as ``core/tests/test_scan_heldout.py``
 does; ``ContentRejected`` counts as rejected. The embedder is the vault's default
@@ -28,7 +28,7 @@ from typing import Any
 import memvault
 from memvault import ContentRejected, RetainRequest
 
-DATA = Path(__file__).resolve().parents[1] / "core" / "tests" / "data" / "scan_heldout_v11.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "core" / "tests" / "data" / "scan_heldout_v12.jsonl"
 
 
 def verdict(vault: memvault.Vault, item: dict[str, Any]) -> str | None:

@@ -1,11 +1,11 @@
 """The ``multilingual`` scanner against the builtin: held-out sets, LoCoMo and cost (issue 36).
 
-Data: the held-out set ``core/tests/data/scan_heldout_v11.jsonl`` (measured, never trained or tuned on;
-``--sets`` also takes the earlier sets: v2 to v9 are training data now, v10 the rules' data) and every turn of LoCoMo
-(``bench/data/locomo/locomo10.json``, or ``LOCOMO``; 5,882 turns, English, benign). Every held-out item
-is written with ``Vault.retain`` to a fresh document of the ``memory`` provider, as ``bench/scan_heldout.py``
-does, once through each scanner (``ContentRejected`` counts as rejected); each LoCoMo turn is appended to one
-``daily`` document per session.
+Data: the held-out set ``core/tests/data/scan_heldout_v12.jsonl`` (measured, never trained or tuned on;
+``--sets`` also takes the earlier sets: v2 to v9 are training data now, v10 the rules' data, v11 held out before
+v12) and every turn of LoCoMo (``bench/data/locomo/locomo10.json``, or ``LOCOMO``; 5,882 turns, English, benign).
+Every held-out item is written with ``Vault.retain`` to a fresh document of the ``memory`` provider, as
+``bench/scan_heldout.py`` does, once through each scanner (``ContentRejected`` counts as rejected); each LoCoMo
+turn is appended to one ``daily`` document per session.
 
 Printed: per set, the attacks rejected (in English, in other languages) and the benign items rejected
 (in English, in other languages), for the builtin and the multilingual scanner; LoCoMo's rejections;
@@ -13,7 +13,7 @@ and the cost: the p50 of a retain of the held-out sets' benign items in other la
 document, so no verdict is cached) and of a LoCoMo turn, the two scanners alternating item by item in
 the same run, and their ratio. No item is printed: the sets stay held out.
 
-    python bench/scan_multilingual_bench.py [--sets v11] [--files A.jsonl,...] [--locomo-limit N]
+    python bench/scan_multilingual_bench.py [--sets v12] [--files A.jsonl,...] [--locomo-limit N]
         [--out FILE]
 """
 
@@ -52,7 +52,7 @@ def rejected(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", default="v11", help="held-out sets (default: %(default)s)")
+    parser.add_argument("--sets", default="v12", help="held-out sets (default: %(default)s)")
     parser.add_argument(
         "--files", default="", help="more sets, as JSONL paths (comma-separated), measured as the held-out ones"
     )
