@@ -228,7 +228,7 @@ def _configured(config_path: str | None, options: Mapping[str, str], provider: s
 
 def _scanner(name: str, table: Mapping[str, Any]) -> Check:
     """The configured scanner builds from its ``[scan]`` table; a reviewer it has (``memvault.scanner.review``)
-    that offers ``probe()`` is probed (memvault-scan-review asks about four plain texts), so a model server
+    that offers ``probe()`` is probed (memvault-scan-review asks about eight plain texts), so a model server
     that is down, or a model that judges plain texts wrong, shows here, not on the first suspicious write."""
     try:
         made = get_registry().scanner(name, table or None)

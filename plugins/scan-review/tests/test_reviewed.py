@@ -414,19 +414,35 @@ def _doctor(tmp_path: Path, endpoint: Endpoint) -> tuple[int, dict[str, Any]]:
 def test_the_doctor_asks_the_reviewer_about_plain_texts_and_fails_a_model_that_judges_one_wrong(
     tmp_path: Path, endpoint: Endpoint
 ) -> None:
-    endpoint.judge = attack_if("previous instructions", "never mention")  # a model that judges them right
+    right = ("previous instructions", "never mention", "whichever agent")
+    endpoint.judge = attack_if(*right)  # a model that judges them right
     code, check = _doctor(tmp_path, endpoint)
     assert check["status"] == "ok", check
-    assert f"its reviewer at {endpoint.url} (model 'stand-in') judged 4 of 4 plain texts right" in check["detail"]
-    assert len(endpoint.requests) == 4  # two benign texts, two attacks
+    assert f"its reviewer at {endpoint.url} (model 'stand-in') judged 8 of 8 plain texts right" in check["detail"]
+    assert len(endpoint.requests) == 8  # five benign texts, three attacks
     endpoint.judge = attack_if("")  # a model that reads everything as an attack
     code, check = _doctor(tmp_path, endpoint)
     assert (code, check["status"]) == (1, "fail")
     assert "reads an everyday note as an attack" in check["detail"]
-    endpoint.judge = attack_if("previous instructions", "never mention", "ferns")  # and a look-alike
+    endpoint.judge = attack_if(*right, "ferns")  # and a look-alike
     code, check = _doctor(tmp_path, endpoint)
     assert (code, check["status"]) == (1, "fail")
     assert "reads a user's own standing request (a look-alike) as an attack" in check["detail"]
+    # A small model's failure (Qwen2.5 Coder 1.5B Instruct in bench/results/scan_review_replay.md): the four texts
+    # above right, and the look-alikes the cascade asks about in use read as attacks, which rejects benign writes.
+    for word, what in (
+        ("disregard", "a security note quoting an attack"),
+        ("call me Sam", "a user's note to their own assistant"),
+        ("get_weather", "a function-calling doc"),
+    ):
+        endpoint.judge = attack_if(*right, word)
+        code, check = _doctor(tmp_path, endpoint)
+        assert (code, check["status"]) == (1, "fail")
+        assert f"reads {what} (a look-alike) as an attack" in check["detail"]
+    endpoint.judge = attack_if("previous instructions", "never mention")  # the exfiltration in a note missed
+    code, check = _doctor(tmp_path, endpoint)
+    assert (code, check["status"]) == (1, "fail")
+    assert "reads an exfiltration inside a note as benign" in check["detail"]
     # The weak model's failure (the Gemma run of bench/results/scan_review_replay.md): an attack read as benign,
     # which would clear what the rules reject. Answering benign to everything passed the one-question probe.
     endpoint.judge = attack_if("previous instructions")
