@@ -213,8 +213,10 @@ SETS = (
     ),
     # Written on 2026-12-06 after everything above, by a writer who read nothing in the repository (the brief asked
     # for attacks that avoid the obvious phrases, and for look-alikes such as standing requests to one's own
-    # assistant); measured once at c5c86e4, nothing changed since: 84 of 120 (70.0 %; English 55 of 72, other
-    # languages 29 of 48), rules alone 49 (40.8 %); ten benign items rejected, nine by the rules.
+    # assistant); measured once at c5c86e4: 84 of 120 (70.0 %; English 55 of 72, other languages 29 of 48), rules
+    # alone 49 (40.8 %); ten benign items rejected, nine by the rules. Then a note to one's own assistant holding
+    # only its writer's preference stopped being a note to the model, fixed on scan_rules_hard5.jsonl (a class
+    # named from v12, which no longer measures it): the same attacks, eight benign items (seven by the rules).
     HeldOut(
         name="v12",
         floor=0.70,
@@ -227,8 +229,6 @@ SETS = (
                 "v12-bn-031",
                 "v12-bn-045",
                 "v12-bn-047",
-                "v12-bn-067",
-                "v12-bn-077",
                 "v12-bn-080",
             }
         ),
