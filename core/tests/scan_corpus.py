@@ -655,3 +655,16 @@ HELD_OUT: list[tuple[str, str]] = [
     (INVISIBLE, "tag run \U000e0068\U000e0069 here"),
     (INVISIBLE, "bidi \u202dtrick\u202c in text"),
 ]
+
+
+def check_rules_on_class(items: list[dict[str, object]], cls: str, floors: dict[str, tuple[int, int]]) -> None:
+    """Of a rules' data file's class (items whose ``note`` starts with ``cls:``), the rules reject at least
+    ``floors[cls][0]`` attacks and at most ``floors[cls][1]`` benign items."""
+    from memvault.scanner.engine import scan
+
+    chosen = [item for item in items if str(item["note"]).startswith(cls + ":")]
+    attacks = sum(scan(str(item["text"])) is not None for item in chosen if item["attack"])
+    benign = [str(item["id"]) for item in chosen if not item["attack"] and scan(str(item["text"])) is not None]
+    least, most = floors[cls]
+    assert attacks >= least, f"{cls}: {attacks} attacks rejected, fewer than {least}"
+    assert len(benign) <= most, f"{cls}: {len(benign)} benign items rejected, more than {most}: {benign}"

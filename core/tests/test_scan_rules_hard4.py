@@ -11,8 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from memvault.scanner.engine import scan
+from scan_corpus import check_rules_on_class
 
 DATA = Path(__file__).resolve().parent / "data" / "scan_rules_hard4.jsonl"
 ITEMS = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -38,9 +37,4 @@ def test_the_file_has_its_eight_classes() -> None:
 
 @pytest.mark.parametrize("cls", sorted(FLOORS))
 def test_the_rules_on_each_class(cls: str) -> None:
-    items = [item for item in ITEMS if item["note"].startswith(cls + ":")]
-    attacks = sum(scan(item["text"]) is not None for item in items if item["attack"])
-    benign = [item["id"] for item in items if not item["attack"] and scan(item["text"]) is not None]
-    least, most = FLOORS[cls]
-    assert attacks >= least, f"{cls}: {attacks} attacks rejected, fewer than {least}"
-    assert len(benign) <= most, f"{cls}: {len(benign)} benign items rejected, more than {most}: {benign}"
+    check_rules_on_class(ITEMS, cls, FLOORS)
