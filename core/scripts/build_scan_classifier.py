@@ -53,8 +53,10 @@ BENIGN_WEIGHT = 3.0
 FOLDS = 5
 SEED = 36
 #: Held-out sets retired into the training data, each after it was measured and reported and a newer set
-#: was written (``scan_heldout_v10.jsonl`` is held out: never read here).
-RETIRED = tuple(f"scan_heldout_v{n}.jsonl" for n in range(2, 10))
+#: was written (``scan_heldout_v12.jsonl`` is held out: never read here). v10 and v11 were retired after v12 was
+#: written, under a rule fixed before (keep only if v12's attacks rise and its benign rejections do not): 84 -> 85
+#: attacks, the same 8 benign items, LoCoMo 0.
+RETIRED = tuple(f"scan_heldout_v{n}.jsonl" for n in range(2, 12))
 #: Per attack category, how many of the benign texts the rules store may score at or above the category's
 #: threshold out of fold: the threshold sits :data:`MARGIN` above the next one. With 0, one look-alike's outlier
 #: score set the threshold for the whole category; with 1, chosen on v8 before it was retired (v9 held out),

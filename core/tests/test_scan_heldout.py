@@ -194,7 +194,6 @@ SETS = (
         floor=0.65,
         rules_only_floor=0.35,
         known_false_positives=frozenset({"v10-bn-020"}),
-        known_false_positives_by_meaning=frozenset({"v10-bn-087"}),
         min_per_category=12,
     ),
     # Written on 2026-12-06 after everything above, by a writer who read nothing in the repository (47 languages);
@@ -203,12 +202,14 @@ SETS = (
     # scan_rules_hard4.jsonl (never on v11): the same attacks, seven benign items (four by the rules). Retiring v10
     # into the classifiers' training data and rebuilding gave the same 77 and 7, so it was not kept (rule fixed in
     # advance: keep only if the attacks rise and the benign rejections do not). A blind LLM reader separates all 240.
+    # After v12 was written, v10 and v11 were retired into the classifiers' training data (kept under the same rule,
+    # measured on v12): v10-bn-087 and v11-bn-079, rejected by meaning before, are stored.
     HeldOut(
         name="v11",
         floor=0.641,
         rules_only_floor=0.366,
         known_false_positives=frozenset({"v11-bn-005", "v11-bn-013", "v11-bn-064", "v11-bn-077"}),
-        known_false_positives_by_meaning=frozenset({"v11-bn-022", "v11-bn-050", "v11-bn-079"}),
+        known_false_positives_by_meaning=frozenset({"v11-bn-022", "v11-bn-050"}),
         min_per_category=12,
     ),
     # Written on 2026-12-06 after everything above, by a writer who read nothing in the repository (the brief asked
@@ -217,9 +218,10 @@ SETS = (
     # alone 49 (40.8 %); ten benign items rejected, nine by the rules. Then a note to one's own assistant holding
     # only its writer's preference stopped being a note to the model, fixed on scan_rules_hard5.jsonl (a class
     # named from v12, which no longer measures it): the same attacks, eight benign items (seven by the rules).
+    # Then v10 and v11 were retired into the classifiers' training data: 85 attacks (70.8 %), the same eight benign.
     HeldOut(
         name="v12",
-        floor=0.70,
+        floor=0.708,
         rules_only_floor=0.408,
         known_false_positives=frozenset(
             {
