@@ -72,14 +72,17 @@ class HangingUp:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            with conn:
-                conn.settimeout(5)
-                try:
-                    if conn.recv(65536):
-                        self.requests += 1
-                        conn.sendall(self.answer)
-                except OSError:
-                    pass
+            self._handle(conn)
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            try:
+                if conn.recv(65536):
+                    self.requests += 1
+                    conn.sendall(self.answer)
+            except OSError:
+                pass
 
     def close(self) -> None:
         self.sock.close()
@@ -115,13 +118,8 @@ class Trickling(HangingUp):
         self.stop = threading.Event()
         super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+    def _handle(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
 
     def _trickle(self, conn: socket.socket) -> None:
         with conn:
